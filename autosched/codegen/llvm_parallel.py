@@ -1,0 +1,84 @@
+"""A ``parallel`` loop as an OpenMP region: outline the body, call libgomp's ``GOMP_parallel``.
+
+The kernel packs what the body uses (buffer pointers, values of enclosing loop vars) into 8-byte
+slots on its stack; the outlined ``void body(ptr data)`` unpacks them and runs a static chunk of the
+iterations on each thread. Allocations inside the body are made inside the outlined function, so
+each thread gets its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from ..lower.ir import Buffer, For, Load, Stmt
+from ..te.expr import Var
+from .llvm_intrinsics import declare
+from .llvm_vector import stmt_exprs, stmt_stores, walk_exprs
+
+if TYPE_CHECKING:
+    from .llvm import LLVMCodegen
+
+I32, I64, PTR, VOID = ir.IntType(32), ir.IntType(64), ir.PointerType(), ir.VoidType()
+
+
+def references(s: Stmt) -> tuple[list[Var], list[Buffer]]:
+    """Vars and buffers used in ``s``, each once, in order of first use."""
+    vars_: dict[int, Var] = {}
+    bufs: dict[int, Buffer] = {}
+    for st in stmt_stores(s):
+        bufs.setdefault(id(st.buffer), st.buffer)
+    for e in stmt_exprs(s):
+        for x in walk_exprs(e):
+            if isinstance(x, Var):
+                vars_.setdefault(id(x), x)
+            elif isinstance(x, Load):
+                bufs.setdefault(id(x.buffer), x.buffer)
+    return list(vars_.values()), list(bufs.values())
+
+
+def outline(cg: LLVMCodegen, loop: For) -> None:
+    """Emit ``loop`` as a call to GOMP_parallel with an outlined body function."""
+    from .llvm import Frame  # the frame type lives with the visitor
+
+    outer = cg.frame
+    used_vars, used_bufs = references(loop.body)
+    bufs = [x for x in used_bufs if x in outer.buffers]
+    vars_ = [v for v in used_vars if v in outer.vars]
+    fn = ir.Function(cg.module, ir.FunctionType(VOID, [PTR]), f"{cg.func.name}_par{cg.n_outlined}")
+    fn.linkage = "internal"
+    cg.n_outlined += 1
+
+    # Caller: fill the closure and start the region (0 threads = omp_set_num_threads' value).
+    slots = outer.alloca(ir.ArrayType(I64, max(1, len(bufs) + len(vars_))), "closure", align=8)
+    values = [outer.buffers[x] for x in bufs] + [outer.vars[v] for v in vars_]
+    for k, value in enumerate(values):
+        outer.b.store(value, outer.b.gep(slots, [ir.Constant(I64, k)], source_etype=I64))
+    gomp = declare(cg.module, "GOMP_parallel", ir.FunctionType(VOID, [PTR, PTR, I32, I32]))
+    outer.b.call(gomp, [fn, slots, ir.Constant(I32, 0), ir.Constant(I32, 0)])
+
+    # Callee: unpack, take this thread's static chunk, run it serially.
+    cg.frame = inner = Frame.open(fn, in_parallel=True)
+    b, data = inner.b, fn.args[0]
+    for k, (key, typ) in enumerate([(x, PTR) for x in bufs] + [(v, I64) for v in vars_]):
+        value = b.load(b.gep(data, [ir.Constant(I64, k)], source_etype=I64), typ=typ, align=8)
+        if isinstance(key, Buffer):
+            inner.buffers[key] = value
+        else:
+            inner.vars[key] = value
+    nthreads = b.sext(b.call(declare(cg.module, "omp_get_num_threads", ir.FunctionType(I32, [])), []), I64)
+    tid = b.sext(b.call(declare(cg.module, "omp_get_thread_num", ir.FunctionType(I32, [])), []), I64)
+    extent = ir.Constant(I64, loop.extent)
+    chunk = b.sdiv(b.add(extent, b.sub(nthreads, ir.Constant(I64, 1))), nthreads)
+    begin = _smin(b, b.mul(tid, chunk), extent)
+    end = _smin(b, b.add(begin, chunk), extent)
+    try:
+        cg.serial_loop(loop.var, begin, end, loop.body)
+        inner.close()
+    finally:
+        cg.frame = outer
+
+
+def _smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)

@@ -1,0 +1,37 @@
+"""Lowering, as one ordered list of small passes: schedule -> loop IR ready for codegen."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from ..search_space.schedule import Schedule
+from ..te.tensor import Tensor
+from .ir import PrimFunc
+from .schedule_ops import schedule_to_loops
+from .simplify import simplify
+from .unroll import auto_unroll
+from .verify import verify
+
+Pass = Callable[[PrimFunc], PrimFunc]
+
+PASSES: list[tuple[str, Pass]] = [
+    ("simplify", simplify),  # fold the constants bound inference and splits leave behind
+    ("auto_unroll", auto_unroll),  # honour pragma auto_unroll_max_step
+]
+
+
+def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> PrimFunc:
+    """The loop IR of ``sch`` as a function of ``args`` (inputs, then outputs).
+
+    Example: ``print(format_func(lower(s, [A, B, C], "matmul")))``.
+    """
+    check = os.environ.get("AUTOSCHED_VERIFY") == "1"
+    func = schedule_to_loops(sch, list(args), name)
+    if check:
+        verify(func, "schedule_to_loops")
+    for pass_name, run in PASSES:
+        func = run(func)
+        if check:
+            verify(func, pass_name)
+    return func

@@ -1,0 +1,57 @@
+"""The ``auto_unroll_max_step`` pragma: unroll small serial loops inside the annotated loop."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .ir import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt
+
+
+def _steps(s: Stmt) -> int:
+    """Statements executed by one run of ``s`` (loops multiply)."""
+    if isinstance(s, For):
+        return s.extent * _steps(s.body)
+    if isinstance(s, Seq):
+        return sum(_steps(x) for x in s.stmts)
+    if isinstance(s, IfThenElse):
+        return _steps(s.then) + (0 if s.otherwise is None else _steps(s.otherwise))
+    if isinstance(s, Allocate):
+        return _steps(s.body)
+    return 1
+
+
+def _unroll_within(s: Stmt, max_step: int) -> Stmt:
+    if isinstance(s, For):
+        body = _unroll_within(s.body, max_step)
+        kind = s.kind
+        if kind == "serial" and s.extent * _steps(body) <= max_step:
+            kind = "unrolled"
+        return dataclasses.replace(s, body=body, kind=kind)
+    if isinstance(s, Seq):
+        return Seq(tuple(_unroll_within(x, max_step) for x in s.stmts))
+    if isinstance(s, IfThenElse):
+        other = None if s.otherwise is None else _unroll_within(s.otherwise, max_step)
+        return IfThenElse(s.cond, _unroll_within(s.then, max_step), other)
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _unroll_within(s.body, max_step))
+    return s
+
+
+def _visit(s: Stmt) -> Stmt:
+    if isinstance(s, For):
+        step = dict(s.annotations).get("auto_unroll_max_step")
+        if step:
+            return dataclasses.replace(s, body=_unroll_within(s.body, step))
+        return dataclasses.replace(s, body=_visit(s.body))
+    if isinstance(s, Seq):
+        return Seq(tuple(_visit(x) for x in s.stmts))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, _visit(s.then), None if s.otherwise is None else _visit(s.otherwise))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _visit(s.body))
+    return s
+
+
+def auto_unroll(f: PrimFunc) -> PrimFunc:
+    """Mark serial loops unrolled where they run at most ``auto_unroll_max_step`` statements."""
+    return dataclasses.replace(f, body=_visit(f.body))

@@ -1,0 +1,57 @@
+"""A reasonable schedule for any workload, used untuned: inline, vectorize, parallelize."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from ..te.tensor import ComputeOp, Tensor
+from .schedule import Schedule, create_schedule
+
+VECTOR_LANES = (16, 8, 4)
+
+
+def _lanes(extent: int) -> int | None:
+    return next((v for v in VECTOR_LANES if extent % v == 0), None)
+
+
+def default_schedule(outputs: Tensor | Sequence[Tensor], cores: int | None = None) -> Schedule:
+    """Elementwise intermediates inlined; per stage the outer spatial loops fused and parallel,
+    the innermost spatial loop vectorized (reductions moved outside it so lanes stay independent).
+
+    Example: ``f = autosched.build(default_schedule(C), [A, B, C])``.
+    """
+    cores = cores or os.cpu_count() or 1
+    s = create_schedule(outputs)
+    for st in list(s.stages):
+        op = st.op
+        if isinstance(op, ComputeOp) and not op.reduce_axis and not st.is_output:
+            st.compute_inline()
+    for st in list(s.stages):
+        op = st.op
+        if not isinstance(op, ComputeOp) or st.attach[0] != "root":
+            continue
+        spatial = list(op.axis)
+        outer = spatial
+        if spatial and spatial[-1].extent >= 4 and (lanes := _lanes(spatial[-1].extent)):
+            jo, ji = st.split(spatial[-1], factor=lanes)
+            outer = [*spatial[:-1], jo]
+            st.reorder(*outer, *op.reduce_axis, ji)
+            st.vectorize(ji)
+        # Parallelize over the outer spatial loops: fuse until there is enough work per core.
+        par = []
+        extent = 1
+        for ax in outer:
+            if extent >= 4 * cores:
+                break
+            par.append(ax)
+            extent *= ax.extent
+        if len(par) > 1:
+            fused = st.fuse(*par)
+        elif par:
+            fused = par[0]
+        else:
+            continue
+        if extent > 1:
+            st.parallel(fused)
+    return s

@@ -1,0 +1,99 @@
+"""A schedule as data: the ordered steps that built it, replayable on a fresh schedule.
+
+Steps name stages and axes (``"C"``, ``"i.outer"``), never internal indices, so a trace stays
+meaningful in a tuning log read by another process, another machine or another version.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ScheduleError
+
+# primitive -> names of its arguments, in order (the stage comes first and is not listed).
+PRIMITIVES: dict[str, tuple[str, ...]] = {
+    "split": ("axis", "factor", "nparts"),
+    "fuse": ("axes",),
+    "reorder": ("axes",),
+    "tile": ("x", "y", "x_factor", "y_factor"),
+    "parallel": ("axis",),
+    "vectorize": ("axis",),
+    "unroll": ("axis",),
+    "bind": ("axis", "thread"),
+    "pragma": ("axis", "key", "value"),
+    "compute_at": ("parent", "axis"),
+    "compute_inline": (),
+    "compute_root": (),
+    "cache_read": ("scope", "readers"),
+    "cache_write": ("scope",),
+    "rfactor": ("axis", "factor_axis"),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One schedule primitive applied to one stage, with JSON-able arguments."""
+
+    primitive: str
+    stage: str
+    args: tuple[Any, ...] = ()
+
+    def to_json(self) -> list[Any]:
+        return [self.primitive, self.stage, [list(a) if isinstance(a, tuple) else a for a in self.args]]
+
+    @staticmethod
+    def from_json(data: Any) -> Step:
+        if not (isinstance(data, list) and len(data) == 3 and isinstance(data[2], list)):
+            raise ScheduleError(f"trace: a step must be [primitive, stage, args], got {data!r}")
+        primitive, stage, args = data
+        if primitive not in PRIMITIVES:
+            raise ScheduleError(f"trace: unknown primitive {primitive!r}")
+        if not isinstance(stage, str):
+            raise ScheduleError(f"trace: {primitive} step names stage {stage!r}, expected a string")
+        if len(args) != len(PRIMITIVES[primitive]):
+            raise ScheduleError(
+                f"trace: {primitive} takes {len(PRIMITIVES[primitive])} argument(s) "
+                f"({', '.join(PRIMITIVES[primitive])}), got {args!r}"
+            )
+        return Step(primitive, stage, tuple(tuple(a) if isinstance(a, list) else a for a in args))
+
+    def __str__(self) -> str:
+        return self.to_code()
+
+    def to_code(self) -> str:
+        """The step as the schedule code a user would write."""
+        a = self.args
+        st = f"s[{self.stage!r}]"
+        names = PRIMITIVES[self.primitive]
+        if self.primitive == "split":
+            kw = f"factor={a[1]}" if a[1] is not None else f"nparts={a[2]}"
+            return f"{st}.split({a[0]!r}, {kw})"
+        if self.primitive in ("fuse", "reorder"):
+            return f"{st}.{self.primitive}({', '.join(map(repr, a[0]))})"
+        if self.primitive == "cache_read":
+            return f"s.cache_read({self.stage!r}, {a[0]!r}, {list(a[1])!r})"
+        if self.primitive == "cache_write":
+            return f"s.cache_write({self.stage!r}, {a[0]!r})"
+        if self.primitive == "rfactor":
+            return f"s.rfactor({self.stage!r}, {a[0]!r}, factor_axis={a[1]})"
+        if self.primitive == "compute_at":
+            return f"{st}.compute_at(s[{a[0]!r}], {a[1]!r})"
+        args = ", ".join(f"{n}={v!r}" if n.endswith("factor") else repr(v) for n, v in zip(names, a))
+        return f"{st}.{self.primitive}({args})"
+
+
+Trace = tuple[Step, ...]
+
+
+def trace_to_json(trace: Trace) -> list[Any]:
+    return [step.to_json() for step in trace]
+
+
+def trace_from_json(data: Any) -> Trace:
+    if isinstance(data, str):
+        data = json.loads(data)
+    if not isinstance(data, list):
+        raise ScheduleError(f"trace: expected a list of steps, got {type(data).__name__}")
+    return tuple(Step.from_json(d) for d in data)

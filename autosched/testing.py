@@ -1,0 +1,54 @@
+"""Checking generated code against the numpy reference: the one test helper every test uses."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .lower.pipeline import lower
+from .search_space.schedule import Schedule
+from .te.reference import evaluate, random_inputs
+from .te.tensor import PlaceholderOp, Tensor
+
+TOLERANCE = {"float32": (2e-4, 2e-5), "float64": (1e-9, 1e-12), "int32": (0, 0), "int64": (0, 0)}
+
+
+def split_args(args: Sequence[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+    inputs = [t for t in args if isinstance(t.op, PlaceholderOp)]
+    outputs = [t for t in args if not isinstance(t.op, PlaceholderOp)]
+    return inputs, outputs
+
+
+def run_schedule(
+    sch: Schedule, args: Sequence[Tensor], inputs: list[np.ndarray], target: str = "llvm-cpu"
+) -> list[np.ndarray]:
+    """Outputs of ``sch`` on ``inputs``. ``target="interpret"`` runs the loop IR in Python."""
+    _, outs = split_args(args)
+    # Outputs start as garbage so a kernel that skips an element cannot pass by luck.
+    out_arrays = [np.full(t.shape, 7, dtype=t.dtype) for t in outs]
+    arrays = [*inputs, *out_arrays]
+    if target == "interpret":
+        from .hai.reference import run_loops
+
+        run_loops(lower(sch, args, "kernel"), arrays)
+    else:
+        from .build import build
+
+        build(sch, args, target, name="kernel")(*arrays)
+    return out_arrays
+
+
+def assert_matches_numpy(
+    sch: Schedule, args: Sequence[Tensor], target: str = "llvm-cpu", seed: int = 0, int_high: int = 2
+) -> None:
+    """Run ``sch`` on fresh random inputs and compare every output with the numpy reference."""
+    ins, outs = split_args(args)
+    inputs = random_inputs(ins, seed=seed, int_high=int_high)
+    expected = evaluate(outs, dict(zip(ins, inputs)))
+    got = run_schedule(sch, args, inputs, target)
+    for t, e, g in zip(outs, expected, got):
+        rtol, atol = TOLERANCE.get(t.dtype, (1e-5, 1e-6))
+        np.testing.assert_allclose(
+            g, e, rtol=rtol, atol=atol, err_msg=f"output {t.name!r} differs from the numpy reference"
+        )

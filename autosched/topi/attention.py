@@ -1,0 +1,68 @@
+"""Scaled dot-product attention over (batch, heads, seq, dim) tensors."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .. import te
+from ..te import Tensor
+from .checks import check_float, check_same_dtype, check_tensor
+from .norm import softmax
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scale: float | None = None,
+    causal: bool = False,
+    name: str = "attention",
+) -> Tensor:
+    """``softmax(q @ k^T * scale) @ v`` per batch and head; ``scale`` defaults to ``1 / sqrt(dim)``.
+
+    q (B, H, S, D), k (B, H, L, D), v (B, H, L, Dv) -> (B, H, S, Dv). Stages: "<name>_qk" (the product),
+    "<name>_scale" (scaling, and with ``causal`` the mask: query i sees keys j <= i + L - S), the four
+    softmax stages, and "<name>" (the product with v).
+    Example: ``scaled_dot_product_attention(Q, K, V, causal=True)``.
+    """
+    fn = "scaled_dot_product_attention"
+    check_tensor(fn, "q", q, 4, "B, H, S, D")
+    check_tensor(fn, "k", k, 4, "B, H, L, D")
+    check_tensor(fn, "v", v, 4, "B, H, L, Dv")
+    check_same_dtype(fn, q=q, k=k, v=v)
+    check_float(fn, "q", q)
+    B, H, S, D = q.shape
+    if k.shape[:2] != (B, H) or v.shape[:2] != (B, H):
+        raise ValueError(f"{fn}: batch and heads differ: q is {q.shape}, k is {k.shape}, v is {v.shape}")
+    L = k.shape[2]
+    if k.shape[3] != D:
+        raise ValueError(f"{fn}: k has dim {k.shape[3]}, q has {D}; they must match")
+    if v.shape[2] != L:
+        raise ValueError(f"{fn}: v has {v.shape[2]} keys, k has {L}; they must match")
+    if causal and L < S:
+        raise ValueError(f"{fn}: causal needs at least as many keys as queries, got L={L} < S={S}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(D)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"{fn}: scale must be a number, got {type(scale).__name__}")
+    scale = float(scale)
+
+    d = te.reduce_axis((0, D), name="d")
+    qk = te.compute(
+        (B, H, S, L), lambda b, h, i, j: te.sum(q[b, h, i, d] * k[b, h, j, d], axis=d), name=f"{name}_qk"
+    )
+
+    def scaled(b: Any, h: Any, i: Any, j: Any) -> Any:
+        s = qk[b, h, i, j] * scale
+        # -inf, not a large negative number: exp gives exactly 0, and every row keeps key 0 unmasked.
+        return te.if_then_else(j <= i + (L - S), s, -math.inf) if causal else s
+
+    scores = te.compute((B, H, S, L), scaled, name=f"{name}_scale")
+    probs = softmax(scores, axis=-1, name=f"{name}_softmax")
+    kv = te.reduce_axis((0, L), name="kv")
+    return te.compute(
+        (B, H, S, v.shape[3]),
+        lambda b, h, i, e: te.sum(probs[b, h, i, kv] * v[b, h, kv, e], axis=kv),
+        name=name,
+    )

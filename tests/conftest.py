@@ -1,0 +1,3 @@
+import os
+
+os.environ.setdefault("AUTOSCHED_VERIFY", "1")
