@@ -14,6 +14,7 @@ from llvmlite import ir
 
 from ..lower.ir import Buffer, For, Load, Stmt
 from ..te.expr import Var
+from .llvm_expr import Frame
 from .llvm_intrinsics import declare
 from .llvm_vector import stmt_exprs, stmt_stores, walk_exprs
 
@@ -40,8 +41,6 @@ def references(s: Stmt) -> tuple[list[Var], list[Buffer]]:
 
 def outline(cg: LLVMCodegen, loop: For) -> None:
     """Emit ``loop`` as a call to GOMP_parallel with an outlined body function."""
-    from .llvm import Frame  # the frame type lives with the visitor
-
     outer = cg.frame
     used_vars, used_bufs = references(loop.body)
     bufs = [x for x in used_bufs if x in outer.buffers]

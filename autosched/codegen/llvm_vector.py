@@ -101,8 +101,8 @@ def needs_lazy(e: Expr) -> bool:
     """Whether evaluating ``e`` when it is not needed could fault: it loads or divides integers."""
     if isinstance(e, Load):
         return True
-    if isinstance(e, Binary) and e.op in ("//", "%"):
-        return True
+    if isinstance(e, Binary) and e.op in ("//", "%") and not (isinstance(e.b, Const) and e.b.value != 0):
+        return True  # a division by a nonzero constant cannot trap
     return any(needs_lazy(c) for c in children(e))
 
 

@@ -75,7 +75,9 @@ def _check_args(kernel: LLVMKernel, args: list[Any]) -> None:
         raise RunError(f"{kernel.name}: expected {len(params)} arrays, got {len(args)}")
     for i, (a, buf) in enumerate(zip(args, params, strict=True)):
         if not isinstance(a, np.ndarray):
-            raise RunError(f"{kernel.name}: argument {i} ({buf.name}) must be a numpy array, got {type(a).__name__}")
+            raise RunError(
+                f"{kernel.name}: argument {i} ({buf.name}) must be a numpy array, got {type(a).__name__}"
+            )
         if a.dtype != np.dtype(buf.dtype) or a.size != buf.size or not a.flags.c_contiguous:
             raise RunError(
                 f"{kernel.name}: argument {i} ({buf.name}) expected a C-contiguous {buf.dtype} array of "

@@ -55,7 +55,7 @@ _REDUCE_UFUNCS = {"+": np.add, "*": np.multiply, "max": np.maximum, "min": np.mi
 def _erf(x: Any) -> Any:
     if _scipy_erf is not None:
         return _scipy_erf(x)
-    return np.frompyfunc(math.erf, 1, 1)(x).astype(np.asarray(x).dtype)
+    return np.asarray(np.frompyfunc(math.erf, 1, 1)(x)).astype(np.asarray(x).dtype)
 
 
 def _sigmoid(x: Any) -> Any:

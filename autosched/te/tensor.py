@@ -222,6 +222,14 @@ def compute(
             if ax.name in seen:
                 raise ValueError(f"compute {name!r}: axis name {ax.name!r} is used twice")
             seen.add(ax.name)
+    # An axis of another compute (or a reduce axis missing from axis=) has no loop here.
+    bound = {id(a) for a in (*axis, *(body.axes if isinstance(body, Reduce) else ()))}
+    for node in walk(body):
+        if isinstance(node, Var) and id(node) not in bound:
+            raise ValueError(
+                f"compute {name!r}: uses variable {node.name!r}, which is neither one of its axes "
+                "nor reduced by it (pass reduce axes in axis=)"
+            )
     return Tensor(ComputeOp(name, axis, body, body.dtype, tag))
 
 

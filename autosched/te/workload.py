@@ -41,7 +41,7 @@ _collecting: list[list[Workload]] = []  # open load_op_file calls, innermost las
 _module_ids = itertools.count()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WorkloadInstance:
     """A workload built with concrete arguments: its tensors, split into inputs and outputs."""
 
@@ -88,7 +88,7 @@ def _ops(e: Expr) -> int:
     return 0  # constants, variables, reads (their indices are address arithmetic), conditions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Workload:
     """A registered operator: its function and the default arguments that give its shapes."""
 

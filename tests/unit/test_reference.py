@@ -222,6 +222,9 @@ def test_erf_fallback_without_scipy(monkeypatch):
     x = np.linspace(-5, 5, 101)
     np.testing.assert_allclose(reference._erf(x), [math.erf(v) for v in x], rtol=0, atol=1e-15)
     assert reference._erf(x.astype(np.float32)).dtype == np.float32
+    assert reference._erf(np.float32(0.5)) == np.float32(math.erf(0.5))
+    Y = te.compute((2,), lambda i: te.erf(te.const(0.5)) + te.cast("float32", i), name="Y")
+    np.testing.assert_allclose(evaluate([Y], {})[0], [math.erf(0.5), 1 + math.erf(0.5)], rtol=1e-7)
 
 
 def test_if_then_else_is_lazy():
@@ -299,3 +302,14 @@ def test_random_inputs_and_reference_for():
     assert np.array_equal(reference_for([A, B, C], [a, b])[0], c)
     with pytest.raises(ValueError, match="1 array"):
         reference_for([A, B, C], [a])
+
+
+def test_placeholder_outputs_are_copies_and_names_must_be_unambiguous():
+    A1, A2 = te.placeholder((2,), name="A"), te.placeholder((2,), name="A")
+    S = te.compute((2,), lambda i: A1[i] + A2[i], name="S")
+    a1, a2 = random_inputs([A1, A2], seed=16)
+    s, a1_out = evaluate([S, A1], {A1: a1, A2: a2})
+    np.testing.assert_array_equal(s, a1 + a2)
+    assert a1_out is not a1 and np.array_equal(a1_out, a1)
+    with pytest.raises(ValueError, match="'A' names several placeholders; key by tensor"):
+        evaluate([S], {"A": a1})

@@ -10,7 +10,7 @@ from autosched.lower.pipeline import lower
 from autosched.search_space.schedule import create_schedule, replay
 from autosched.search_space.trace import trace_from_json, trace_to_json
 
-from .test_schedule_primitives import conv_padded, matmul, softmax
+from tests.unit.test_schedule_primitives import conv_padded, matmul, softmax
 
 
 @pytest.fixture

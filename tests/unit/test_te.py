@@ -166,3 +166,16 @@ def test_comm_reducer_checks_its_where():
     prod = te.comm_reducer(lambda a, b: a * b, lambda t: 1, name="prod")
     with pytest.raises(TypeError, match="where= must be a condition"):
         te.compute((4,), lambda i: prod(x[i, k], axis=k, where=x[i, k]))
+
+
+def test_compute_rejects_axes_it_does_not_own():
+    A = te.placeholder((4, 4), name="A")
+    k = te.reduce_axis((0, 4), name="k")
+    with pytest.raises(ValueError, match="uses variable 'k', which is neither one of its axes"):
+        te.compute((4,), lambda i: A[i, k], name="C")
+    C = te.compute((4,), lambda i: A[i, 0], name="C")
+    with pytest.raises(ValueError, match="variable 'i'"):
+        te.compute((4,), lambda j: A[C.op.axis[0], j], name="D")
+    k2 = te.reduce_axis((0, 4), name="k2")
+    with pytest.raises(ValueError, match="variable 'k2'"):
+        te.compute((4,), lambda i: te.sum(A[i, k] * A[k2, i], axis=k), name="E")

@@ -1,0 +1,75 @@
+"""What building and running a candidate produced. Errors are data: the tuner never sees an exception.
+
+Example::
+
+    MeasureResult(costs=(1.2e-3, 1.1e-3, 1.2e-3))                 # ok; the tuner uses the median
+    MeasureResult((), "timeout", "no result within 10 s", build_s=0.4, run_s=10.0)
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+# Why a candidate failed, from first to last stage:
+ERROR_KINDS = (
+    "schedule",  # the trace does not replay, or the schedule does not lower (ScheduleError, LowerError)
+    "compile",  # the compiler or linker refused (CompileError), or the build took too long
+    "timeout",  # the kernel did not finish within the runner's timeout
+    "crash",  # the process died (a signal, e.g. SIGSEGV); the message names the signal
+    "memory",  # an allocation failed or the memory limit was hit
+    "wrong_result",  # outputs differ from the numpy reference (message: max abs/rel error)
+    "run",  # any other failure while running (RunError)
+)
+
+FAILED_COST = 1e10  # seconds; what a failed candidate costs in a cost model's eyes (TVM's choice)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A candidate's shared library (``path`` defines ``void func_name(void*...)``) or why there is none."""
+
+    path: str | None
+    func_name: str = ""
+    nargs: int = 0
+    error: str | None = None
+    error_msg: str = ""
+    build_s: float = 0.0
+    workspace_bytes: int = 0  # heap the kernel allocates (upper bound); explains crashes near the limit
+
+    def __post_init__(self) -> None:
+        if self.error is not None and self.error not in ERROR_KINDS:
+            raise ValueError(f"BuildResult: unknown error kind {self.error!r}; expected one of {ERROR_KINDS}")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.path is not None
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Seconds per run of each timed repeat, or an error kind from :data:`ERROR_KINDS` and a message."""
+
+    costs: tuple[float, ...]
+    error: str | None = None
+    error_msg: str = ""
+    build_s: float = 0.0
+    run_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.error is not None and self.error not in ERROR_KINDS:
+            raise ValueError(f"MeasureResult: unknown error kind {self.error!r}; expected one of {ERROR_KINDS}")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.costs)
+
+    @property
+    def median(self) -> float:
+        """The median cost in seconds; :data:`FAILED_COST` for a failed candidate."""
+        return statistics.median(self.costs) if self.ok else FAILED_COST
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{self.median * 1e3:.4f} ms (median of {len(self.costs)})"
+        return f"{self.error}: {self.error_msg}"

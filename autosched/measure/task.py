@@ -1,0 +1,96 @@
+"""A measure task: what the builder and runner need to know about one workload on one target."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..target import parse_target
+from ..te.expr import Binary, Call, children
+from ..te.graph import topo_order
+from ..te.reference import evaluate, random_inputs
+from ..te.tensor import ComputeOp, PlaceholderOp, Reduce, Tensor, TensorRead
+from ..testing import TOLERANCE
+
+DEFAULT_TOLERANCE = (1e-5, 1e-6)  # (rtol, atol) for dtypes TOLERANCE does not list
+
+
+@dataclass(frozen=True, eq=False)
+class MeasureTask:
+    """A workload's tensors (inputs, then outputs), its target, and reference data made once.
+
+    Example::
+
+        task = MeasureTask.create("matmul", [A, B, C], "llvm-cpu")
+        task.expected[0]            # the numpy reference's C for task.inputs
+    """
+
+    name: str
+    args: tuple[Tensor, ...]
+    target: str
+    inputs: tuple[np.ndarray, ...]
+    expected: tuple[np.ndarray, ...]
+    tolerances: tuple[tuple[float, float], ...]  # (rtol, atol) per output
+    flops: float
+
+    @staticmethod
+    def create(
+        name: str, args: Sequence[Tensor], target: str = "llvm-cpu", *, seed: int = 0, flops: float | None = None
+    ) -> MeasureTask:
+        """Draw fresh random non-zero inputs with ``seed`` and compute the expected outputs once."""
+        args = tuple(args)
+        ins = [t for t in args if isinstance(t.op, PlaceholderOp)]
+        outs = [t for t in args if not isinstance(t.op, PlaceholderOp)]
+        if args[: len(ins)] != tuple(ins) or not outs:
+            raise ValueError(f"MeasureTask {name!r}: args must be inputs then at least one output, got {args}")
+        inputs = random_inputs(ins, seed=seed)
+        expected = evaluate(outs, dict(zip(ins, inputs)))
+        return MeasureTask(
+            name=name,
+            args=args,
+            target=str(parse_target(target)),
+            inputs=tuple(inputs),
+            expected=tuple(np.ascontiguousarray(e) for e in expected),
+            tolerances=tuple(TOLERANCE.get(t.dtype, DEFAULT_TOLERANCE) for t in outs),
+            flops=float(estimate_flops(outs) if flops is None else flops),
+        )
+
+    @property
+    def outputs(self) -> list[Tensor]:
+        return list(self.args[len(self.inputs) :])
+
+    @property
+    def func_name(self) -> str:
+        """The kernel's C symbol: the task name made a valid identifier."""
+        ident = re.sub(r"\W", "_", self.name) or "kernel"
+        return ident if not ident[0].isdigit() else f"k_{ident}"
+
+
+def estimate_flops(outputs: Sequence[Tensor]) -> int:
+    """Arithmetic operations of one run: per compute, points x (binary ops and calls + 1 per reduce).
+
+    Index arithmetic is not counted. Example: a 64^3 matmul is ``2 * 64**3``.
+    """
+    total = 0
+    for op in topo_order(outputs):
+        if not isinstance(op, ComputeOp):
+            continue
+        points = math.prod(op.shape) * math.prod(a.extent for a in op.reduce_axis)
+        total += points * max(1, _count_ops(op.body))
+    return total
+
+
+def _count_ops(e: object) -> int:
+    stack, n = [e], 0
+    while stack:
+        node = stack.pop()
+        if isinstance(node, TensorRead):
+            continue  # indices are address arithmetic, not flops
+        if isinstance(node, (Binary, Call, Reduce)):
+            n += 1
+        stack.extend(children(node))  # type: ignore[arg-type]
+    return n

@@ -1,0 +1,284 @@
+"""One tuning record: a measured schedule as one versioned JSON line. Logs are data, never code.
+
+Example::
+
+    rec = make_record(inst, target, chip, trace, costs=(1.2e-3, 1.1e-3, 1.3e-3))
+    line = rec.to_json_line()          # '{"autosched":"0.1.0","costs":[...],...,"version":1,...}'
+    TuningRecord.from_json_line(line) == rec
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+from ..errors import AutoschedError, ScheduleError
+from ..search_space.trace import Trace, trace_from_json, trace_to_json
+
+if TYPE_CHECKING:  # only types: loading a log must not need the compiler stack
+    from ..hai.base import ChipInfo
+    from ..target import Target
+    from ..te.workload import WorkloadInstance
+
+LOG_VERSION = 1  # bump on any change to the line format; older readers then refuse, not misread
+
+# Error kinds: what went wrong with a candidate, as data the cost model and `logs show` group by.
+ERROR_BUILD = "build"  # lowering or code generation failed
+ERROR_COMPILE = "compile"  # the backend compiler refused the generated code
+ERROR_RUN = "run"  # the kernel raised or the device reported an error
+ERROR_TIMEOUT = "timeout"  # compiling or running took longer than allowed
+ERROR_CRASH = "crash"  # the worker process died
+ERROR_WRONG_RESULT = "wrong_result"  # output differs from the numpy reference
+ERROR_MEMORY = "memory"  # out of device or host memory
+ERROR_SCHEDULE = "schedule"  # the trace could not be applied (ScheduleError)
+ERROR_KINDS = (
+    ERROR_BUILD,
+    ERROR_COMPILE,
+    ERROR_RUN,
+    ERROR_TIMEOUT,
+    ERROR_CRASH,
+    ERROR_WRONG_RESULT,
+    ERROR_MEMORY,
+    ERROR_SCHEDULE,
+)
+MAX_ERROR_MSG = 500  # messages are for humans skimming a log; tracebacks belong elsewhere
+
+
+class RecordError(AutoschedError):
+    """A line that is not a valid tuning record; the message says which field and why."""
+
+
+_Scalar = (str, int, float, bool, type(None))
+
+
+def now_utc() -> str:
+    """The current time as ISO 8601 UTC, e.g. ``2024-05-01T12:00:00+00:00``."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _arg_value(name: str, v: Any) -> Any:
+    """A workload argument as a JSON-able value: scalars, and tuples of them for shapes such as ``(4, 16)``.
+
+    Lists become tuples so that a record read back equals the one written.
+    """
+    if hasattr(v, "item") and not isinstance(v, (list, tuple)):
+        v = v.item()  # numpy scalars
+    if isinstance(v, float) and not math.isfinite(v):
+        raise RecordError(f"workload argument {name!r}: {v} cannot be written to JSON")
+    if isinstance(v, _Scalar):
+        return v
+    if isinstance(v, (list, tuple)):
+        return tuple(_arg_value(name, x) for x in v)
+    raise RecordError(f"workload argument {name!r}: {type(v).__name__} {v!r:.80} is not a JSON scalar")
+
+
+def _json_arg(v: Any) -> Any:
+    return [_json_arg(x) for x in v] if isinstance(v, tuple) else v
+
+
+@dataclass(frozen=True)
+class TuningRecord:
+    """One measured candidate: workload, target and chip, the trace, and its costs or error."""
+
+    workload_key: str
+    workload_name: str
+    workload_args: dict[str, Any]
+    target: str  # canonical: str(parse_target(...))
+    fingerprint: str  # see fingerprint_of
+    chip: dict[str, Any]  # ChipInfo.to_json()
+    trace: Trace
+    costs: tuple[float, ...] = ()  # seconds per repeat; empty on error
+    error: str | None = None  # one of ERROR_KINDS
+    error_msg: str = ""
+    timestamp: str = field(default_factory=now_utc)
+    autosched_version: str = __version__
+    flops: float = 0.0  # arithmetic ops of one run, for GFLOP/s
+
+    def __post_init__(self) -> None:
+        args = {str(k): _arg_value(str(k), v) for k, v in self.workload_args.items()}
+        object.__setattr__(self, "workload_args", args)
+        object.__setattr__(self, "trace", tuple(self.trace))
+        costs = tuple(float(c) for c in self.costs)
+        if any(not math.isfinite(c) or c < 0 for c in costs):
+            raise RecordError(f"costs: expected finite seconds >= 0, got {list(costs)}")
+        object.__setattr__(self, "costs", costs)
+        if self.error is not None and self.error not in ERROR_KINDS:
+            raise RecordError(f"error: unknown kind {self.error!r}; expected one of {', '.join(ERROR_KINDS)}")
+        if not math.isfinite(self.flops) or self.flops < 0:
+            raise RecordError(f"flops: expected a finite number >= 0, got {self.flops}")
+        object.__setattr__(self, "error_msg", str(self.error_msg)[:MAX_ERROR_MSG])
+
+    @property
+    def ok(self) -> bool:
+        """Measured without error (and with at least one timing)."""
+        return self.error is None and bool(self.costs)
+
+    @property
+    def mean_cost(self) -> float:
+        """Median seconds per run (robust to one slow repeat); ``inf`` for a failed candidate."""
+        return statistics.median(self.costs) if self.ok else math.inf
+
+    @property
+    def gflops(self) -> float:
+        """Throughput from ``flops`` and the median cost; 0.0 when failed or unknown."""
+        cost = self.mean_cost
+        return self.flops / cost / 1e9 if self.ok and cost > 0 else 0.0
+
+    def to_json_line(self) -> str:
+        """One line of JSON (no newline), keys sorted, so equal records give equal lines."""
+        data = {
+            "version": LOG_VERSION,
+            "autosched": self.autosched_version,
+            "workload": {
+                "key": self.workload_key,
+                "name": self.workload_name,
+                "args": {k: _json_arg(v) for k, v in self.workload_args.items()},
+            },
+            "target": {"name": self.target, "fingerprint": self.fingerprint, "chip": self.chip},
+            "trace": trace_to_json(self.trace),
+            "costs": list(self.costs),
+            "error": None if self.error is None else {"kind": self.error, "message": self.error_msg},
+            "timestamp": self.timestamp,
+            "flops": self.flops,
+        }
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+    @staticmethod
+    def from_json_line(line: str) -> TuningRecord:
+        """Parse one line; anything malformed is a :class:`RecordError` naming the field."""
+        try:
+            data = json.loads(line, parse_constant=_reject_constant)
+        except ValueError as e:  # JSONDecodeError, and NaN/Infinity
+            raise RecordError(
+                f"invalid JSON ({e}); a cut-off last line means the writer was killed"
+            ) from None
+        if not isinstance(data, dict):
+            raise RecordError(f"expected a JSON object, got {type(data).__name__}")
+        _check_version(data)
+        workload = _field(data, "workload", dict)
+        target = _field(data, "target", dict)
+        error = _field(data, "error", (dict, type(None)))
+        costs = _field(data, "costs", list)
+        if not all(_is_number(c) for c in costs):
+            raise RecordError(f"field 'costs': expected a list of numbers, got {costs!r:.120}")
+        try:
+            trace = trace_from_json(_field(data, "trace", list))
+        except ScheduleError as e:
+            raise RecordError(f"field 'trace': {e}") from None
+        flops = _field(data, "flops", (int, float))
+        if not _is_number(flops):
+            raise RecordError(f"field 'flops': expected a number, got {flops!r}")
+        timestamp = _field(data, "timestamp", str)
+        _check_timestamp(timestamp)
+        return TuningRecord(
+            workload_key=_field(workload, "key", str, "workload."),
+            workload_name=_field(workload, "name", str, "workload."),
+            workload_args=_field(workload, "args", dict, "workload."),
+            target=_field(target, "name", str, "target."),
+            fingerprint=_field(target, "fingerprint", str, "target."),
+            chip=_field(target, "chip", dict, "target."),
+            trace=trace,
+            costs=tuple(costs),
+            error=None if error is None else _field(error, "kind", str, "error."),
+            error_msg="" if error is None else _field(error, "message", str, "error."),
+            timestamp=timestamp,
+            autosched_version=_field(data, "autosched", str),
+            flops=float(flops),
+        )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _field(obj: dict[str, Any], name: str, types: type | tuple[type, ...], prefix: str = "") -> Any:
+    if name not in obj:
+        raise RecordError(f"missing field '{prefix}{name}'")
+    value = obj[name]
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+        expected = " or ".join(dict.fromkeys(_json_type(t) for t in _as_tuple(types)))
+        raise RecordError(
+            f"field '{prefix}{name}': expected {expected}, got {_json_type(type(value))} {value!r:.80}"
+        )
+    return value
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _json_type(t: type) -> str:
+    names = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+    return names.get(t, "null" if t is type(None) else t.__name__)
+
+
+def _check_version(data: dict[str, Any]) -> None:
+    version = _field(data, "version", int)
+    if version > LOG_VERSION:
+        raise RecordError(
+            f"written by a newer autosched (format {version}); this autosched {__version__} reads "
+            f"format {LOG_VERSION}: upgrade autosched to use this record"
+        )
+    if version != LOG_VERSION:
+        raise RecordError(f"unknown format version {version}; expected {LOG_VERSION}")
+
+
+def _check_timestamp(text: str) -> None:
+    try:
+        datetime.fromisoformat(text.replace("Z", "+00:00"))  # 3.10's fromisoformat rejects "Z"
+    except ValueError:
+        raise RecordError(f"field 'timestamp': {text!r:.40} is not an ISO 8601 time") from None
+
+
+def fingerprint_of(target: Target, chip: ChipInfo) -> str:
+    """Chip identity for logs: ``"<target kind>:<arch>:<8 hex>"``, e.g. ``"llvm-cpu:haswell:1f2e3d4c"``.
+
+    The hash covers the ISA features, vector width and target options (``-mcpu``, ``-mattr``, ...), not
+    the chip's name or measured peaks, so two machines with the same chip and options agree, while
+    ``llvm-cpu -mcpu=haswell`` and the native target of the same host do not.
+    """
+    identity = {
+        "features": sorted(chip.features),
+        "vector_bits": chip.vector_bits,
+        "options": sorted([k, v] for k, v in target.options),
+    }
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{target.kind}:{chip.arch}:{digest}"
+
+
+def make_record(
+    inst: WorkloadInstance,
+    target: Target,
+    chip: ChipInfo,
+    trace: Trace,
+    costs: tuple[float, ...] | list[float] = (),
+    error: str | None = None,
+    error_msg: str = "",
+) -> TuningRecord:
+    """A record for a candidate just measured; fills key, name, args, flops, fingerprint and time.
+
+    Example: ``make_record(inst, target, adapter.info(), trace, error=ERROR_TIMEOUT, error_msg="> 10 s")``.
+    """
+    return TuningRecord(
+        workload_key=inst.key,
+        workload_name=inst.name,
+        workload_args=dict(inst.args),
+        target=str(target),
+        fingerprint=fingerprint_of(target, chip),
+        chip=chip.to_json(),
+        trace=tuple(trace),
+        costs=() if error is not None else tuple(costs),
+        error=error,
+        error_msg=error_msg,
+        flops=float(inst.flop_count()),
+    )

@@ -1,0 +1,274 @@
+"""The CPU search space, Ansor style: rules that look at a workload's structure, never its name.
+
+A candidate is produced by :meth:`SketchPolicy.sample`, which walks the stages from the outputs
+back and applies the first rule that fits each stage:
+
+- elementwise intermediates (padding, bias, activations) are inlined into their consumers;
+- a reduction with data reuse (matmul, conv: some input ignores a spatial axis) gets multi-level
+  tiling "SSRSRS" inside a consumer that writes the result: its elementwise consumer when it has
+  one (dense -> bias+relu), else a ``cache_write`` copy; the accumulator tile lives in registers;
+- a reduction without reuse (softmax, norms, pooling) is either vectorized across its spatial
+  lanes or ``rfactor``-ed so that its contiguous reduction runs in vector lanes, and is computed at
+  the root or inside its consumer's outer loops;
+- any remaining stage gets its outer loops fused and parallel and its inner loop vectorized.
+
+Every random choice is kept in a ``Decisions`` dict (JSON-able), so a candidate can be rebuilt,
+mutated one decision at a time (:mod:`.mutate`) and recorded next to its trace.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from ..te.expr import IterVar
+from ..te.tensor import ComputeOp, Tensor, TensorRead, walk
+from .schedule import Schedule, create_schedule
+from .stage import Stage
+
+Decisions = dict[str, Any]
+UNROLL_STEPS = (0, 16, 64, 512)
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def sample_tiles(extent: int, levels: int, rng: random.Random, inner_max: int = 64) -> list[int]:
+    """Random lengths per level, outermost first, whose product is ``extent``."""
+    lengths = []
+    rest = extent
+    for level in range(levels - 1):
+        cap = inner_max if level == 0 else rest
+        d = rng.choice([x for x in divisors(rest) if x <= cap])
+        lengths.append(d)
+        rest //= d
+    lengths.append(rest)
+    return lengths[::-1]
+
+
+def has_reuse(op: ComputeOp) -> bool:
+    """Some input is read without one of the spatial axes: its values are reused across them."""
+    spatial = {id(a) for a in op.axis}
+    for n in walk(op.body):
+        if isinstance(n, TensorRead):
+            used = {id(v) for idx in n.indices for v in walk(idx) if id(v) in spatial}
+            if used != spatial:
+                return True
+    return False
+
+
+def contiguous_reduction(op: ComputeOp) -> bool:
+    """The innermost reduction axis is the last index of some read: it walks memory with stride 1."""
+    if not op.reduce_axis:
+        return False
+    last = op.reduce_axis[-1]
+    return any(isinstance(n, TensorRead) and n.indices[-1] is last for n in walk(op.body))
+
+
+class SketchPolicy:
+    def __init__(self, outputs: Sequence[Tensor], cores: int = 2, lanes: int = 16):
+        self.outputs = list(outputs)
+        self.cores = cores
+        self.lanes = lanes
+
+    def sample(self, rng: random.Random, decisions: Decisions | None = None) -> tuple[Schedule, Decisions]:
+        """A random candidate; choices already in ``decisions`` are reused where still valid."""
+        return _Builder(self, rng, dict(decisions or {})).build()
+
+
+class _Builder:
+    def __init__(self, policy: SketchPolicy, rng: random.Random, given: Decisions):
+        self.p = policy
+        self.rng = rng
+        self.given = given
+        self.used: Decisions = {}
+        self.s = create_schedule(policy.outputs)
+        self.done: set[str] = set()
+
+    # Decisions ----------------------------------------------------------------------------------
+    def choose(self, key: str, options: Sequence[Any]) -> Any:
+        value = self.given.get(key)
+        if value not in options:
+            value = self.rng.choice(list(options))
+        self.used[key] = value
+        return value
+
+    def tiles(self, key: str, extent: int, levels: int, inner_max: int = 64) -> list[int]:
+        value = self.given.get(key)
+        ok = isinstance(value, list) and len(value) == levels and all(isinstance(x, int) and x > 0 for x in value)
+        if not ok or _prod(value) != extent:
+            value = sample_tiles(extent, levels, self.rng, inner_max)
+        self.used[key] = value
+        return value
+
+    # Rules --------------------------------------------------------------------------------------
+    def build(self) -> tuple[Schedule, Decisions]:
+        s = self.s
+        for st in list(s.stages):
+            if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output:
+                st.compute_inline()
+                self.done.add(st.name)
+        hosts = {c.name for st in s.stages if (c := self.fusion_host(st)) is not None}
+        for st in reversed(list(s.stages)):
+            if st.name in self.done or st.name in hosts or not isinstance(st.op, ComputeOp):
+                continue
+            op = st.op
+            if op.reduce_axis and has_reuse(op):
+                self.multi_level_tiling(st)
+            elif op.reduce_axis:
+                self.plain_reduction(st)
+            else:
+                self.elementwise(st)
+        return s, self.used
+
+    def consumers(self, st: Stage) -> list[Stage]:
+        out = []
+        for c in self.s.stages:
+            if c.attach[0] == "inline":
+                continue
+            if st in self.s.reads(c) or any(
+                p.attach[0] == "inline" and st in self.s.reads(p) and p in self.s.reads(c) for p in self.s.stages
+            ):
+                out.append(c)
+        return out
+
+    def fusion_host(self, st: Stage) -> Stage | None:
+        """The elementwise consumer a tiled reduction can be computed inside, if it has one."""
+        op = st.op
+        if not isinstance(op, ComputeOp) or not op.reduce_axis or not has_reuse(op) or st.is_output:
+            return None
+        cons = self.consumers(st)
+        if len(cons) != 1:
+            return None
+        c = cons[0]
+        ok = isinstance(c.op, ComputeOp) and not c.op.reduce_axis and c.op.shape == op.shape
+        return c if ok and c.attach[0] == "root" else None
+
+    def multi_level_tiling(self, st: Stage) -> None:
+        """SSRSRS: spatial in 4 levels, reduction in 2; the outer two spatial levels live in the
+        consumer that writes the result, and the accumulator tile is computed at its second level."""
+        host = self.fusion_host(st)
+        if host is not None:
+            producer, consumer = st, host
+        else:
+            local = self.s.cache_write(st.name, "local")
+            producer, consumer = self.s[local], st
+        name = producer.name
+        p_op, c_op = producer.op, consumer.op
+        assert isinstance(p_op, ComputeOp) and isinstance(c_op, ComputeOp)
+        nsp = len(p_op.axis)
+        lengths = [
+            self.tiles(f"{name}/tile/{a.name}", a.extent, 4, inner_max=64 if d == nsp - 1 else 16)
+            for d, a in enumerate(p_op.axis)
+        ]
+        # Consumer: levels S0, S1 and the inner (S2*S3) tile; the producer goes inside S1.
+        outer0, outer1, inner = [], [], []
+        for ax, ln in zip(c_op.axis, lengths):
+            o, rest = consumer.split(ax, factor=ln[1] * ln[2] * ln[3])
+            o1, i1 = consumer.split(rest, factor=ln[2] * ln[3])
+            outer0.append(o)
+            outer1.append(o1)
+            inner.append(i1)
+        consumer.reorder(*outer0, *outer1, *inner)
+        producer.compute_at(consumer, outer1[-1])
+        depth = self.choose(f"{name}/parallel_depth", (1, 2))
+        par = outer0 if depth == 1 else outer0 + outer1
+        fused = consumer.fuse(*par) if len(par) > 1 else par[0]
+        consumer.parallel(fused)
+        if inner[-1].extent <= 64:
+            consumer.vectorize(inner[-1])
+        # Producer: S2 S3 of each spatial axis, R0 R1 of each reduction axis.
+        s2, s3, r0, r1 = [], [], [], []
+        for ax, ln in zip(p_op.axis, lengths):
+            o, i = producer.split(ax, factor=ln[3])
+            s2.append(o)
+            s3.append(i)
+        for ax in p_op.reduce_axis:
+            rl = self.tiles(f"{name}/tile/{ax.name}", ax.extent, 2, inner_max=16)
+            o, i = producer.split(ax, factor=rl[1])
+            r0.append(o)
+            r1.append(i)
+        producer.reorder(*r0, *s2, *r1, *s3)
+        if s3[-1].extent <= 64:
+            producer.vectorize(s3[-1])
+        unroll = self.choose(f"{name}/unroll", UNROLL_STEPS)
+        if unroll:
+            producer.pragma(r0[0], "auto_unroll_max_step", unroll)
+        self.done.update({producer.name, consumer.name})
+
+    def plain_reduction(self, st: Stage) -> None:
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        red = op.reduce_axis[-1]
+        use_rfactor = contiguous_reduction(op) and red.extent >= 8 and len(op.reduce_axis) == 1
+        if use_rfactor and self.choose(f"{st.name}/rfactor", (True, False)):
+            lanes = self.choose(f"{st.name}/rfactor_lanes", [v for v in (4, 8, 16, 32) if v <= red.extent])
+            _, ki = st.split(red, factor=lanes)
+            rf = self.s[self.s.rfactor(st.name, ki, factor_axis=len(op.axis))]
+            rf_op = rf.op
+            assert isinstance(rf_op, ComputeOp)
+            rf.reorder(*rf_op.axis[:-1], *rf_op.reduce_axis, rf_op.axis[-1])
+            rf.vectorize(rf_op.axis[-1])
+            if op.axis:
+                rf.compute_at(st, op.axis[-1])
+            self.done.add(rf.name)
+            self.place(st, parallel_axes=list(op.axis))
+        else:
+            self.spatial_vector(st, list(op.axis), list(op.reduce_axis))
+        self.done.add(st.name)
+
+    def elementwise(self, st: Stage) -> None:
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        self.spatial_vector(st, list(op.axis), [])
+        self.done.add(st.name)
+
+    def spatial_vector(self, st: Stage, spatial: list[IterVar], reduce: list[IterVar]) -> None:
+        """Inner spatial loop vectorized (reductions moved outside it), outer loops parallel."""
+        outer = spatial
+        if spatial:
+            last = spatial[-1]
+            options = [v for v in divisors(last.extent) if v <= 64]
+            lanes = self.choose(f"{st.name}/vector", options)
+            if lanes > 1:
+                jo, ji = st.split(last, factor=lanes)
+                outer = [*spatial[:-1], jo]
+                st.reorder(*outer, *reduce, ji)
+                st.vectorize(ji)
+        self.place(st, outer)
+
+    def place(self, st: Stage, parallel_axes: list[IterVar]) -> None:
+        """Compute at the root with fused parallel outer loops, or inside a consumer's loops."""
+        cons = [c for c in self.consumers(st) if c.name in self.done]
+        spots: list[tuple[str, str]] = [("root", "")]
+        if len(cons) == 1 and cons[0].attach[0] == "root":
+            for leaf in cons[0].leaves:
+                if leaf.kind == "reduce":
+                    break
+                spots.append((cons[0].name, leaf.name))
+        where = self.choose(f"{st.name}/location", list(range(len(spots))))
+        if where > 0:
+            parent, axis = spots[where]
+            st.compute_at(self.s[parent], axis)
+            return
+        axes = [a for a in parallel_axes if a in st.leaves]
+        if not axes:
+            return
+        depth = self.choose(f"{st.name}/parallel_depth", list(range(1, len(axes) + 1)))
+        chosen = axes[:depth]
+        pos = [st.leaves.index(a) for a in chosen]
+        if pos != list(range(pos[0], pos[0] + len(pos))) or pos[0] != 0:
+            return
+        fused = st.fuse(*chosen) if len(chosen) > 1 else chosen[0]
+        if fused.extent > 1:
+            st.parallel(fused)
+
+
+def _prod(xs: Sequence[int]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out

@@ -1,0 +1,366 @@
+"""Tuning records and logs: versioned JSON lines, bad lines reported, other chips never silently used."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from autosched import te
+from autosched.hai.base import ChipInfo
+from autosched.records import log as log_module
+from autosched.records import record as record_module
+from autosched.records import show as show_module
+from autosched.records.log import (
+    append_records,
+    best_records,
+    load_records,
+    measured_traces,
+    merge_logs,
+    trace_key,
+)
+from autosched.records.record import (
+    ERROR_COMPILE,
+    ERROR_KINDS,
+    ERROR_TIMEOUT,
+    LOG_VERSION,
+    RecordError,
+    TuningRecord,
+    fingerprint_of,
+    make_record,
+)
+from autosched.records.show import format_seconds, show_best, show_log
+from autosched.search_space.trace import Step
+from autosched.target import parse_target
+from autosched.te.workload import workload
+
+HASWELL = ChipInfo(
+    name="haswell", kind="cpu", arch="haswell", features=("avx2", "fma", "avx"), cores=4, vector_bits=256
+)
+ZEN = ChipInfo(
+    name="znver4",
+    kind="cpu",
+    arch="znver4",
+    features=("avx512f", "avx2", "fma"),
+    cores=16,
+    vector_bits=512,
+    extra={"note": "by hand"},
+)
+T_HASWELL = parse_target("llvm-cpu -mcpu=haswell")
+T_NATIVE = parse_target("llvm-cpu")
+FP = fingerprint_of(T_HASWELL, HASWELL)
+FP_OTHER = fingerprint_of(T_NATIVE, ZEN)
+
+TRACE_A = (Step("split", "C", ("i", 8, None)), Step("parallel", "C", ("i.outer",)))
+TRACE_B = (
+    Step("split", "C", ("j", 4, None)),
+    Step("reorder", "C", (("i", "j.outer", "j.inner"),)),
+    Step("vectorize", "C", ("j.inner",)),
+)
+
+
+def rec(trace=TRACE_A, costs=(1e-3, 2e-3, 3e-3), fp=FP, key="k" * 64, error=None, msg=""):
+    return TuningRecord(
+        workload_key=key,
+        workload_name="matmul",
+        workload_args={"M": 64, "N": 64, "K": 64, "dtype": "float32"},
+        target=str(T_HASWELL if fp == FP else T_NATIVE),
+        fingerprint=fp,
+        chip=(HASWELL if fp == FP else ZEN).to_json(),
+        trace=trace,
+        costs=() if error else costs,
+        error=error,
+        error_msg=msg,
+        timestamp="2024-05-01T12:00:00+00:00",
+        flops=2 * 64**3,
+    )
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+# --- one record ---------------------------------------------------------------------------------------
+
+
+def test_round_trip_through_one_line():
+    r = rec(trace=TRACE_B)
+    line = r.to_json_line()
+    assert "\n" not in line
+    assert TuningRecord.from_json_line(line) == r
+    data = json.loads(line)
+    assert list(data) == sorted(data)
+    assert set(data) == {"version", "autosched", "workload", "target", "trace", "costs", "error", "timestamp",
+                         "flops"}  # fmt: skip
+    assert data["version"] == LOG_VERSION
+    assert set(data["workload"]) == {"key", "name", "args"}
+    assert set(data["target"]) == {"name", "fingerprint", "chip"}
+    assert data["error"] is None
+
+
+def test_error_record_round_trip_and_properties():
+    r = rec(error=ERROR_TIMEOUT, msg="took more than 10 s")
+    assert not r.ok and r.mean_cost == math.inf and r.gflops == 0.0
+    data = json.loads(r.to_json_line())
+    assert data["error"] == {"kind": "timeout", "message": "took more than 10 s"} and data["costs"] == []
+    assert TuningRecord.from_json_line(r.to_json_line()) == r
+    assert set(ERROR_KINDS) == {"build", "compile", "run", "timeout", "crash", "wrong_result", "memory",
+                                "schedule"}  # fmt: skip
+
+
+def test_median_and_gflops():
+    r = rec(costs=(3e-3, 1e-3, 100.0))  # one slow outlier does not move the median
+    assert r.mean_cost == 3e-3
+    assert r.gflops == pytest.approx(2 * 64**3 / 3e-3 / 1e9)
+
+
+def test_tuple_args_round_trip():
+    r = TuningRecord("k", "softmax", {"shape": (4, 16)}, "llvm-cpu", FP, {}, (), (1e-6,), flops=64)
+    back = TuningRecord.from_json_line(r.to_json_line())
+    assert back.workload_args == {"shape": (4, 16)} and back == r
+
+
+def test_construction_rejects_bad_values():
+    with pytest.raises(RecordError, match="unknown kind 'oops'"):
+        rec(error="oops")
+    with pytest.raises(RecordError, match="workload argument 'f'"):
+        TuningRecord("k", "w", {"f": object()}, "llvm-cpu", FP, {}, ())
+    with pytest.raises(RecordError, match="costs"):
+        rec(costs=(float("nan"),))
+
+
+def _line(**changes):
+    data = json.loads(rec().to_json_line())
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        obj = data
+        for p in parents:
+            obj = obj[p]
+        if value is KeyError:
+            del obj[last]
+        else:
+            obj[last] = value
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ("{not json", "invalid JSON"),
+        (rec().to_json_line()[:-40], "invalid JSON.*cut-off last line"),  # a killed writer
+        ("[1, 2]", "expected a JSON object, got list"),
+        (_line(version=KeyError), "missing field 'version'"),
+        (_line(version=LOG_VERSION + 1), f"written by a newer autosched \\(format {LOG_VERSION + 1}\\)"),
+        (_line(version=0), "unknown format version 0"),
+        (_line(version="1"), "field 'version': expected number, got string"),
+        (_line(workload__key=KeyError), "missing field 'workload.key'"),
+        (_line(target=KeyError), "missing field 'target'"),
+        (_line(target__fingerprint=7), "field 'target.fingerprint': expected string, got number"),
+        (_line(costs="fast"), "field 'costs': expected array"),
+        (_line(costs=[1.0, "x"]), "field 'costs': expected a list of numbers"),
+        (_line(flops=True), "field 'flops': expected number, got boolean"),
+        (_line(timestamp="yesterday"), "field 'timestamp'"),
+        (_line(error={"kind": "bogus", "message": ""}), "error: unknown kind 'bogus'"),
+        (_line(trace=[["frobnicate", "C", []]]), "field 'trace': trace: unknown primitive 'frobnicate'"),
+        (_line(trace=[["split", "C", ["i"]]]), "field 'trace': trace: split takes 3"),
+        ('{"version": 1, "costs": [NaN]}', "invalid JSON"),
+    ],
+)
+def test_every_record_error(line, reason):
+    with pytest.raises(RecordError, match=reason):
+        TuningRecord.from_json_line(line)
+
+
+# --- fingerprints ---------------------------------------------------------------------------------------
+
+
+def test_fingerprint_shape_and_stability():
+    assert FP.startswith("llvm-cpu:haswell:") and len(FP.rsplit(":", 1)[1]) == 8
+    # Another machine: same chip facts except the name, peak and cores, and features in another order.
+    same = ChipInfo(name="other box", kind="cpu", arch="haswell", features=("fma", "avx", "avx2"),
+                    cores=8, vector_bits=256, peak_gflops=500.0)  # fmt: skip
+    assert fingerprint_of(parse_target("llvm-cpu -mcpu=haswell"), same) == FP
+
+
+def test_fingerprint_differs_for_mcpu_and_options():
+    host = ChipInfo(
+        name="haswell", kind="cpu", arch="haswell", features=("avx2", "fma", "avx"), vector_bits=256
+    )
+    # The host is a Haswell too, yet the native target and -mcpu=haswell are distinct chips in logs.
+    assert fingerprint_of(T_NATIVE, host) != fingerprint_of(T_HASWELL, host)
+    assert fingerprint_of(parse_target("llvm-cpu -mcpu=haswell -mattr=+avx2"), host) != FP
+    assert fingerprint_of(T_NATIVE, ZEN) != fingerprint_of(T_NATIVE, HASWELL)
+
+
+def test_make_record_fills_from_the_workload_instance():
+    @workload
+    def rec_test_matmul(M=8, N=8, K=4, dtype="float32"):
+        A = te.placeholder((M, K), dtype, name="A")
+        B = te.placeholder((K, N), dtype, name="B")
+        k = te.reduce_axis((0, K), name="k")
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+        return [A, B, C]
+
+    inst = rec_test_matmul.workload.instantiate()
+    r = make_record(inst, T_HASWELL, HASWELL, TRACE_A, costs=[1e-6, 2e-6])
+    assert (r.workload_key, r.workload_name, r.flops) == (inst.key, "rec_test_matmul", 8 * 8 * 4 * 2)
+    assert r.fingerprint == FP and r.target == "llvm-cpu -mcpu=haswell" and r.chip == HASWELL.to_json()
+    assert TuningRecord.from_json_line(r.to_json_line()) == r
+    failed = make_record(inst, T_HASWELL, HASWELL, TRACE_A, costs=[1.0], error=ERROR_COMPILE, error_msg="x")
+    assert failed.costs == () and not failed.ok
+
+
+# --- logs -------------------------------------------------------------------------------------------------
+
+
+def test_loader_reports_bad_lines_and_counts_foreign(tmp_path):
+    path = tmp_path / "log.jsonl"
+    good1, good2 = rec(trace=TRACE_A), rec(trace=TRACE_B, costs=(5e-4,))
+    path.write_text(
+        "\n".join(
+            [
+                good1.to_json_line(),  # 1
+                "{corrupt",  # 2
+                "",  # 3: blank lines are harmless
+                rec(fp=FP_OTHER).to_json_line(),  # 4: another chip
+                rec(key="other").to_json_line(),  # 5: another workload
+                good2.to_json_line(),  # 6
+                good1.to_json_line()[:50],  # 7: truncated by a killed writer, no newline
+            ]
+        )
+    )
+    res = load_records(path, target_fingerprint=FP, workload_key="k" * 64)
+    assert res.records == [good1, good2]
+    assert [(p.line_no, p.path) for p in res.problems] == [(2, str(path)), (7, str(path))]
+    assert "invalid JSON" in res.problems[0].reason and str(res.problems[1]).startswith(f"{path}:7: ")
+    assert res.foreign == 1 and res.other_workloads == 1
+    everything = load_records(path)
+    assert len(everything.records) == 4 and everything.foreign == 0
+
+
+def test_missing_log_is_a_clear_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"tuning log .*nope\.jsonl not found"):
+        load_records(tmp_path / "nope.jsonl")
+
+
+def test_append_only_and_creates_dirs(tmp_path):
+    path = tmp_path / "sub" / "dir" / "log.jsonl"
+    assert append_records(path, [rec(trace=TRACE_A)]) == 1
+    before = path.read_bytes()
+    assert append_records(path, [rec(trace=TRACE_B), rec(error=ERROR_COMPILE, msg="bad")]) == 2
+    after = path.read_bytes()
+    assert after.startswith(before) and len(lines_of(path)) == 3
+    assert append_records(path, []) == 0 and path.read_bytes() == after
+
+
+def test_append_after_a_truncated_line_keeps_new_records_whole(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text(rec().to_json_line() + "\n" + rec().to_json_line()[:30])  # writer killed mid-line
+    append_records(path, [rec(trace=TRACE_B)])
+    res = load_records(path)
+    assert [r.trace for r in res.records] == [TRACE_A, TRACE_B]
+    assert [p.line_no for p in res.problems] == [2]
+
+
+def test_append_fsyncs_once_per_call(tmp_path, monkeypatch):
+    calls = []
+    real = log_module.os.fsync
+    monkeypatch.setattr(log_module.os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+    append_records(tmp_path / "log.jsonl", [rec(), rec(trace=TRACE_B), rec()])
+    assert len(calls) == 1
+
+
+def test_best_records_picks_lowest_median():
+    slow = rec(trace=TRACE_A, costs=(1e-3, 1e-3, 1e-3))
+    fast_median = rec(trace=TRACE_B, costs=(1e-4, 5e-4, 50.0))  # huge mean, lowest median
+    failed = rec(trace=(), error=ERROR_TIMEOUT)
+    other_chip = rec(fp=FP_OTHER, costs=(9.0,))
+    best = best_records([slow, failed, fast_median, other_chip])
+    assert best == {("k" * 64, FP): fast_median, ("k" * 64, FP_OTHER): other_chip}
+    assert best_records([failed]) == {}
+
+
+def test_measured_traces_include_failures_and_filter():
+    records = [rec(trace=TRACE_A), rec(trace=TRACE_B, error=ERROR_COMPILE), rec(trace=(), fp=FP_OTHER)]
+    seen = measured_traces(records, "k" * 64, FP)
+    assert seen == {trace_key(TRACE_A), trace_key(TRACE_B)}
+    assert trace_key(tuple(TRACE_A)) == trace_key(TRACE_A) != trace_key(TRACE_B)
+
+
+def test_merge_dedupes_and_keeps_best(tmp_path):
+    a, b, out = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "out" / "m.jsonl"
+    append_records(a, [rec(trace=TRACE_A, costs=(3e-3,)), rec(trace=TRACE_B, costs=(2e-3,))])
+    append_records(b, [rec(trace=TRACE_A, costs=(1e-3,)), rec(trace=TRACE_A, error=ERROR_COMPILE)])
+    b.write_text(b.read_text() + "garbage\n")
+    stats = merge_logs([a, b], out)
+    assert (stats.read, stats.written, stats.duplicates) == (4, 2, 2)
+    assert [(p.path, p.line_no) for p in stats.problems] == [(str(b), 3)]
+    merged = {trace_key(r.trace): r for r in load_records(out).records}
+    assert merged[trace_key(TRACE_A)].costs == (1e-3,) and merged[trace_key(TRACE_B)].costs == (2e-3,)
+
+    best_only = merge_logs([a, b], out, keep="best")
+    assert best_only.written == 1 and best_only.dropped == 1
+    assert [r.costs for r in load_records(out).records] == [(1e-3,)]
+
+
+def test_merge_into_one_of_its_inputs(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    append_records(a, [rec(trace=TRACE_A)])
+    append_records(b, [rec(trace=TRACE_B), rec(trace=TRACE_A)])
+    assert merge_logs([a, b], a).written == 2
+    assert len(load_records(a).records) == 2 and not (tmp_path / "a.jsonl.tmp").exists()
+    with pytest.raises(ValueError, match="keep"):
+        merge_logs([a], a, keep="most")  # type: ignore[arg-type]
+
+
+def test_logs_are_data_never_code():
+    for module in (record_module, log_module, show_module):
+        src = Path(module.__file__).read_text()
+        for banned in ("pickle", "eval(", "exec(", "marshal", "shelve", "yaml", "importlib", "__import__"):
+            assert banned not in src, f"{module.__name__} uses {banned}"
+
+
+# --- text for the CLI -------------------------------------------------------------------------------------
+
+
+def test_show_log_summarises_groups_errors_and_problems(tmp_path):
+    path = tmp_path / "log.jsonl"
+    append_records(
+        path,
+        [
+            rec(trace=TRACE_A, costs=(1e-3,)),
+            rec(trace=TRACE_B, costs=(5e-4,)),
+            rec(trace=(), error=ERROR_COMPILE),
+            rec(trace=(), error=ERROR_COMPILE),
+            rec(trace=(), error=ERROR_TIMEOUT),
+            rec(fp=FP_OTHER),
+        ],
+    )
+    path.write_text(path.read_text() + "oops\n")
+    text = show_log(path)
+    assert "6 records, 1 workload(s), 2 chip(s)" in text
+    assert "5 records: 2 ok, 3 errors (compile 2, timeout 1)" in text
+    assert f"[{FP}]" in text and f"[{FP_OTHER}]" in text
+    assert f"best: {2 * 64**3 / 5e-4 / 1e9:.2f} GFLOP/s, 500 us" in text
+    assert f"{path}:7: invalid JSON" in text
+    assert "1 more workload/chip group" in show_log(path, limit=1)
+
+
+def test_show_best_prints_the_schedule_code(tmp_path):
+    path = tmp_path / "log.jsonl"
+    append_records(path, [rec(trace=TRACE_A, costs=(1e-3,)), rec(trace=TRACE_B, costs=(5e-4,)),
+                          rec(fp=FP_OTHER, costs=(2e-3,))])  # fmt: skip
+    text = show_best(path, workload="matmul", target="llvm-cpu -mcpu=haswell")
+    assert "s['C'].vectorize('j.inner')" in text and "s['C'].split('j', factor=4)" in text
+    assert "split('i'" not in text and FP_OTHER not in text
+    assert FP_OTHER in show_best(path, target=FP_OTHER)
+    assert "no successful records for workload='conv2d'" in show_best(path, workload="conv2d")
+
+
+def test_format_seconds():
+    assert [format_seconds(s) for s in (2.5, 1.27e-3, 1.27e-5, 3e-9)] == [
+        "2.5 s",
+        "1.27 ms",
+        "12.7 us",
+        "3 ns",
+    ]
