@@ -1,3 +1,16 @@
-"""autosched: an ML-guided auto-scheduling tensor compiler."""
+"""autosched: an ML-guided auto-scheduling tensor compiler.
+
+Write an operator once as a tensor expression, schedule it by hand or let ``autosched tune`` search
+for the fastest schedule on a chip, and run the result from Python or C.
+"""
 
 __version__ = "0.1.0"
+
+from . import te
+from .build import build
+from .lower.pipeline import lower
+from .search_space.default import default_schedule
+from .search_space.schedule import Schedule, create_schedule, replay
+from .te.workload import workload
+
+__all__ = ["Schedule", "build", "create_schedule", "default_schedule", "lower", "replay", "te", "workload"]

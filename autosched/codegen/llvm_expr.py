@@ -213,6 +213,7 @@ class ExprCodegen:
         return emit_intrinsic(self.frame.b, e.name, args, e.dtype)
 
     def with_var(self, var: Var, value: ir.Value, emit: Callable[[], None]) -> None:
+        """Run ``emit`` with ``var`` bound to ``value``, then restore what was bound before."""
         saved = self.frame.vars.get(var)
         self.frame.vars[var] = value
         try:

@@ -139,11 +139,15 @@ class _Math:
     def exp(self, x: ir.Value) -> ir.Value:
         b = self.b
         xc = self.clamp_below(self.clamp_above(x, 89.0), -104.0)  # beyond: inf / 0 anyway
-        fx = llvm_intrinsic(b, "floor", self.add(self.mul(xc, self.c(1.44269504088896341)), self.c(0.5)))
+        # n = floor(x / ln2 + 1/2) by truncation and a fix-up: llvm.floor is a libm call before SSE4.1.
+        t = self.add(self.mul(xc, self.c(1.44269504088896341)), self.c(0.5))
+        n = b.fptosi(t, self.ity)
+        below = b.fcmp_ordered(">", b.sitofp(n, self.ty), t)
+        n = b.select(below, b.sub(n, self.ci(1)), n)
+        fx = b.sitofp(n, self.ty)
         r = self.sub(self.sub(xc, self.mul(fx, self.c(_LN2_HI))), self.mul(fx, self.c(_LN2_LO)))
         y = self.add(self.add(self.mul(self.horner(r, _EXP_P), self.mul(r, r)), r), self.c(1.0))
         # Scale by 2**n in two halves so that results down to denormals and up to overflow stay right.
-        n = b.fptosi(fx, self.ity)
         n1 = b.ashr(n, self.ci(1))
         y = b.fmul(b.fmul(y, self.pow2(n1)), self.pow2(b.sub(n, n1)))
         return b.select(b.fcmp_unordered("uno", x, x), x, y)

@@ -15,14 +15,20 @@ ADAPTERS = {
 }
 
 
+_CACHE: dict[str, Any] = {}
+
+
 def get_adapter(target: str | Target) -> Any:
-    """The adapter for ``target``.
+    """The adapter for ``target`` (one per target string and process).
 
     Example::
 
         adapter = get_adapter("llvm-cpu -mcpu=haswell")
     """
     t = parse_target(target)
+    cached = _CACHE.get(str(t))
+    if cached is not None:
+        return cached
     spec = ADAPTERS.get(t.kind)
     if spec is None:
         known = ", ".join(k for k in KINDS if k in ADAPTERS)
@@ -32,9 +38,28 @@ def get_adapter(target: str | Target) -> Any:
         cls = getattr(importlib.import_module(module_name), cls_name)
     except ImportError as e:
         raise TargetError(f"target {t}: its adapter cannot be loaded here: {e}") from e
-    return cls(t)
+    adapter = cls(t)
+    _CACHE[str(t)] = adapter
+    return adapter
 
 
 def detect() -> str:
     """The best target available on this machine, as a target string (``platform="auto"``)."""
     return "llvm-cpu"
+
+
+def list_devices() -> list[str]:
+    """One line per target kind: its chip facts where it is usable here, or why it is not."""
+    lines = []
+    for kind in ADAPTERS:
+        try:
+            info = get_adapter(kind).info()
+        except Exception as e:  # a missing driver or package is a fact to report, not a crash
+            lines.append(f"{kind:10s} unavailable: {e}")
+            continue
+        lines.append(
+            f"{kind:10s} {info.name} ({info.arch}), {info.cores} cores, {info.vector_bits}-bit vectors, "
+            f"L1 {info.l1_bytes // 1024} KiB, L2 {info.l2_bytes // 1024} KiB, L3 {info.l3_bytes // 1024} KiB, "
+            f"~{info.peak_gflops:.0f} GFLOP/s fp32 peak (estimated)"
+        )
+    return lines

@@ -58,12 +58,18 @@ def build_candidate(job: BuildJob) -> BuildResult:
     outputs = list(job.args[job.n_inputs :])
     func = lower(replay(outputs, job.trace), job.args, job.func_name)
     workspace = sum(
-        s.buffer.size * np.dtype(s.buffer.dtype).itemsize for s in walk_stmts(func.body) if isinstance(s, Allocate)
+        s.buffer.size * np.dtype(s.buffer.dtype).itemsize
+        for s in walk_stmts(func.body)
+        if isinstance(s, Allocate)
     )
     obj = get_adapter(job.target).compile_object(func)
     link_shared([obj], job.out_path)
     return BuildResult(
-        job.out_path, job.func_name, len(func.params), build_s=time.perf_counter() - t0, workspace_bytes=workspace
+        job.out_path,
+        job.func_name,
+        len(func.params),
+        build_s=time.perf_counter() - t0,
+        workspace_bytes=workspace,
     )
 
 
@@ -112,7 +118,9 @@ class LocalBuilder:
         self.timeout_s = timeout_s
         self.build_fn = build_fn  # a module-level function: workers import it by name
         self._own_dir = out_dir is None
-        self.out_dir = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="autosched-build-"))
+        self.out_dir = (
+            Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="autosched-build-"))
+        )
         self._pool: ProcessPoolExecutor | None = None
         self._batch = 0
 
@@ -142,9 +150,13 @@ class LocalBuilder:
         self._batch += 1
         jobs = [
             BuildJob(
-                task.args, len(task.inputs), task.target, trace, task.func_name,
+                task.args,
+                len(task.inputs),
+                task.target,
+                trace,
+                task.func_name,
                 str(self.out_dir / f"b{self._batch}_{i}" / f"{task.func_name}.so"),
-            )  # fmt: skip
+            )
             for i, trace in enumerate(traces)
         ]
         results: list[BuildResult | None] = [None] * len(jobs)
@@ -153,13 +165,17 @@ class LocalBuilder:
         in_flight: dict[Future[BuildResult], tuple[int, float]] = {}
         while pending or in_flight:
             while pending and len(in_flight) < self.n_workers:
-                if pending[0] in suspects and in_flight or any(i in suspects for i, _ in in_flight.values()):
+                if (pending[0] in suspects and in_flight) or any(
+                    i in suspects for i, _ in in_flight.values()
+                ):
                     break
                 i = pending.popleft()
                 fut = self._get_pool().submit(_run_job, self.build_fn, jobs[i])
                 in_flight[fut] = (i, time.monotonic())
             first_deadline = min(t0 for _, t0 in in_flight.values()) + self.timeout_s
-            done, _ = wait(in_flight, timeout=max(0.0, first_deadline - time.monotonic()), return_when=FIRST_COMPLETED)
+            done, _ = wait(
+                in_flight, timeout=max(0.0, first_deadline - time.monotonic()), return_when=FIRST_COMPLETED
+            )
             broken: list[int] = []
             for fut in done:
                 i, t0 = in_flight.pop(fut)
@@ -169,7 +185,9 @@ class LocalBuilder:
                 except BrokenProcessPool:
                     broken.append(i)
                 except Exception as e:  # e.g. the job failed to pickle: this candidate's problem only
-                    results[i] = BuildResult(None, task.func_name, error="compile", error_msg=f"builder: {e!r}")
+                    results[i] = BuildResult(
+                        None, task.func_name, error="compile", error_msg=f"builder: {e!r}"
+                    )
             now = time.monotonic()
             expired = [f for f, (_, t0) in in_flight.items() if now - t0 >= self.timeout_s]
             if not broken and not expired:

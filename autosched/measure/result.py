@@ -58,7 +58,9 @@ class MeasureResult:
 
     def __post_init__(self) -> None:
         if self.error is not None and self.error not in ERROR_KINDS:
-            raise ValueError(f"MeasureResult: unknown error kind {self.error!r}; expected one of {ERROR_KINDS}")
+            raise ValueError(
+                f"MeasureResult: unknown error kind {self.error!r}; expected one of {ERROR_KINDS}"
+            )
 
     @property
     def ok(self) -> bool:

@@ -39,14 +39,21 @@ class MeasureTask:
 
     @staticmethod
     def create(
-        name: str, args: Sequence[Tensor], target: str = "llvm-cpu", *, seed: int = 0, flops: float | None = None
+        name: str,
+        args: Sequence[Tensor],
+        target: str = "llvm-cpu",
+        *,
+        seed: int = 0,
+        flops: float | None = None,
     ) -> MeasureTask:
         """Draw fresh random non-zero inputs with ``seed`` and compute the expected outputs once."""
         args = tuple(args)
         ins = [t for t in args if isinstance(t.op, PlaceholderOp)]
         outs = [t for t in args if not isinstance(t.op, PlaceholderOp)]
         if args[: len(ins)] != tuple(ins) or not outs:
-            raise ValueError(f"MeasureTask {name!r}: args must be inputs then at least one output, got {args}")
+            raise ValueError(
+                f"MeasureTask {name!r}: args must be inputs then at least one output, got {args}"
+            )
         inputs = random_inputs(ins, seed=seed)
         expected = evaluate(outs, dict(zip(ins, inputs)))
         return MeasureTask(

@@ -28,7 +28,11 @@ def c_compiler() -> list[str]:
 
 
 def link_shared(
-    objects: list[bytes], out_path: str | os.PathLike[str], *, openmp: bool = True, timeout_s: float = LINK_TIMEOUT_S
+    objects: list[bytes],
+    out_path: str | os.PathLike[str],
+    *,
+    openmp: bool = True,
+    timeout_s: float = LINK_TIMEOUT_S,
 ) -> Path:
     """Link ELF objects into the shared library ``out_path``; a refusal is a CompileError with cc's stderr.
 
@@ -54,7 +58,9 @@ def link_shared(
         except subprocess.TimeoutExpired as e:
             raise CompileError(f"link_shared: {' '.join(cmd[:1])} took over {timeout_s:.0f} s") from e
     if proc.returncode != 0:
-        raise CompileError(f"link_shared: {shlex.join(cmd)} failed (exit {proc.returncode}):\n{proc.stderr.strip()}")
+        raise CompileError(
+            f"link_shared: {shlex.join(cmd)} failed (exit {proc.returncode}):\n{proc.stderr.strip()}"
+        )
     return out
 
 

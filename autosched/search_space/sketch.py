@@ -125,14 +125,18 @@ class _Builder:
         return s, self.used
 
     def consumers(self, st: Stage) -> list[Stage]:
-        out = []
-        for c in self.s.stages:
-            if c.attach[0] == "inline":
-                continue
-            if st in self.s.reads(c) or any(
-                p.attach[0] == "inline" and st in self.s.reads(p) and p in self.s.reads(c) for p in self.s.stages
-            ):
-                out.append(c)
+        """The stages with loops that read ``st``, looking through inlined stages."""
+        return [c for c in self.s.stages if c.attach[0] != "inline" and st in self.effective_reads(c)]
+
+    def effective_reads(self, st: Stage) -> set[Stage]:
+        out: set[Stage] = set()
+        todo = list(self.s.reads(st))
+        while todo:
+            p = todo.pop()
+            if p.attach[0] == "inline":
+                todo.extend(self.s.reads(p))
+            else:
+                out.add(p)
         return out
 
     def fusion_host(self, st: Stage) -> Stage | None:

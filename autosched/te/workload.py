@@ -95,6 +95,8 @@ class Workload:
     name: str
     function: Callable[..., Any]
     defaults: dict[str, Any]
+    # Optional numpy implementation (inputs -> outputs) that tuning reports compare against.
+    baseline: Callable[..., Any] | None = None
 
     @property
     def source_file(self) -> str:
@@ -148,15 +150,23 @@ class Workload:
         return tensors
 
 
-def workload(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> Any:
-    """Register ``fn`` as a workload; ``@workload`` or ``@workload(name="gemm")``.
+def workload(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    numpy: Callable[..., Any] | None = None,
+) -> Any:
+    """Register ``fn`` as a workload; ``@workload`` or ``@workload(name="gemm", numpy=np.matmul)``.
+
+    ``numpy``, when given, computes the outputs from the input arrays with numpy (OpenBLAS for
+    matmul): tuning reports the tuned kernel's speed against it, measured in the same run.
 
     Every parameter needs a default (the shapes tuned by default). The returned wrapper is called like
     ``fn`` and returns its tensors; ``wrapper.workload`` is the registered :class:`Workload`.
     """
     if fn is None:
-        return functools.partial(workload, name=name)
-    wl = Workload(name or fn.__name__, fn, _defaults(fn))
+        return functools.partial(workload, name=name, numpy=numpy)
+    wl = Workload(name or fn.__name__, fn, _defaults(fn), numpy)
     REGISTRY[wl.name] = wl
     for found in _collecting:
         found.append(wl)

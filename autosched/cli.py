@@ -1,0 +1,143 @@
+"""The ``autosched`` command line: tune, devices, logs."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import AutoschedError
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text  # a bare word, e.g. dtype=float32
+
+
+def parse_args_kv(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise AutoschedError(f"--args: expected KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = _parse_value(value.strip())
+    return out
+
+
+def _instances(op_file: str, workload: str | None, args: dict[str, Any]) -> list[Any]:
+    from .errors import WorkloadError
+    from .te.workload import load_op_file
+
+    workloads = load_op_file(op_file)
+    if workload is not None:
+        chosen = [w for w in workloads if w.name == workload]
+        if not chosen:
+            names = ", ".join(w.name for w in workloads)
+            raise WorkloadError(f"{op_file}: no workload named {workload!r}; the file defines: {names}")
+        workloads = chosen
+    return [w.instantiate(**{k: v for k, v in args.items() if k in w.defaults or len(workloads) == 1})
+            for w in workloads]
+
+
+def cmd_tune(ns: argparse.Namespace) -> int:
+    from .progress import TuneProgress, print_summary
+    from .tune import Tuner, TuneOptions
+
+    instances = _instances(ns.op_file, ns.workload, parse_args_kv(ns.args or []))
+    log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"
+    options = TuneOptions(
+        trials=ns.trials, batch_size=ns.batch_size, strategy=ns.strategy, resume=ns.resume, seed=ns.seed,
+        num_threads=ns.threads, timeout_s=ns.timeout,
+    )  # fmt: skip
+    with TuneProgress(options.trials) as progress:
+        tuner = Tuner(instances, ns.target, log, options, reporter=progress.report)
+        progress.header(tuner)
+        for task in tuner.tasks:
+            for note in tuner.load_previous(task):
+                progress.note(note)
+        try:
+            tasks = tuner.run()
+        except KeyboardInterrupt:
+            progress.stop()
+            print(f"\ninterrupted: every finished batch is in {log}; continue with --resume", file=sys.stderr)
+            return 130
+    print_summary(tasks, tuner)
+    return 0
+
+
+def cmd_devices(ns: argparse.Namespace) -> int:
+    from .hai.registry import list_devices
+
+    for line in list_devices():
+        print(line)
+    return 0
+
+
+def cmd_logs(ns: argparse.Namespace) -> int:
+    from .records.log import merge_logs
+    from .records.show import show_best, show_log
+
+    if ns.logs_cmd == "show":
+        print(show_log(ns.log, limit=ns.limit))
+    elif ns.logs_cmd == "best":
+        print(show_best(ns.log, workload=ns.workload, target=ns.target))
+    else:
+        stats = merge_logs(ns.inputs, ns.output, keep=ns.keep)
+        print(stats)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="autosched", description="Auto-scheduling tensor compiler.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("tune", help="search for the fastest schedule of each workload in an op file")
+    t.add_argument("op_file", help="a Python file with @autosched.workload functions")
+    t.add_argument("--workload", help="tune only this workload of the file")
+    t.add_argument("--args", nargs="*", metavar="K=V", help="workload arguments, e.g. M=512 N=512")
+    t.add_argument("--trials", type=int, default=200, help="measured candidates per workload (default 200)")
+    t.add_argument("--target", default="llvm-cpu", help="e.g. llvm-cpu, 'llvm-cpu -mcpu=haswell'")
+    t.add_argument("--log", help="tuning log (JSON lines); default tuning_logs/<op file>.jsonl")
+    t.add_argument("--resume", action="store_true", help="count the log's records toward --trials")
+    t.add_argument("--strategy", default="random", choices=["random", "evolutionary"])
+    t.add_argument("--batch-size", type=int, default=16)
+    t.add_argument("--threads", type=int, help="threads per kernel (default: all cores)")
+    t.add_argument("--timeout", type=float, default=10.0, help="seconds before a candidate run is killed")
+    t.add_argument("--seed", type=int, default=0)
+    t.set_defaults(func=cmd_tune)
+
+    d = sub.add_parser("devices", help="list the targets this machine can run, with chip facts")
+    d.set_defaults(func=cmd_devices)
+
+    lg = sub.add_parser("logs", help="inspect and combine tuning logs")
+    lsub = lg.add_subparsers(dest="logs_cmd", required=True)
+    ls = lsub.add_parser("show", help="records per workload and chip, errors, best speed")
+    ls.add_argument("log")
+    ls.add_argument("--limit", type=int, default=20)
+    lb = lsub.add_parser("best", help="the best schedule per workload and chip, as schedule code")
+    lb.add_argument("log")
+    lb.add_argument("--workload")
+    lb.add_argument("--target")
+    lm = lsub.add_parser("merge", help="merge logs, dropping duplicates")
+    lm.add_argument("inputs", nargs="+")
+    lm.add_argument("-o", "--output", required=True)
+    lm.add_argument("--keep", choices=["all", "best"], default="all")
+    lg.set_defaults(func=cmd_logs)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    try:
+        return int(ns.func(ns))
+    except (AutoschedError, FileNotFoundError, ValueError) as e:
+        print(f"autosched {ns.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Measuring a batch of candidates: build them all, then run them all.
+
+On a CPU the build and the timing must not overlap: a compile on the other core slowed a two-thread
+kernel below its one-thread speed. So a batch is built first, then run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .builder import LocalBuilder
+from .result import MeasureResult
+from .runner import LocalRunner
+from .task import MeasureTask
+
+
+def measure_batch(
+    task: MeasureTask, traces: Sequence[Any], builder: LocalBuilder, runner: LocalRunner
+) -> list[MeasureResult]:
+    """One MeasureResult per trace, in order; a bad candidate is a result with an error, never an exception.
+
+    Example: ``results = measure_batch(task, [s.trace for s in schedules], LocalBuilder(), LocalRunner())``.
+    """
+    built = builder.build(task, traces)
+    results = runner.run(task, built)
+    for b in built:  # the runner has loaded (or given up on) each library; its file is no longer needed
+        if b.path is not None:
+            shutil.rmtree(Path(b.path).parent, ignore_errors=True)
+    return results
+
+
+class LocalMeasurer:
+    """A builder and a runner together, with the interface the search uses (as does FakeMeasurer).
+
+    Example::
+
+        with LocalMeasurer(LocalBuilder(), LocalRunner(num_threads=2)) as m:
+            results = m.measure(task, traces)
+    """
+
+    def __init__(self, builder: LocalBuilder | None = None, runner: LocalRunner | None = None):
+        self.builder = builder or LocalBuilder()
+        self.runner = runner or LocalRunner()
+
+    def measure(self, task: MeasureTask, traces: Sequence[Any]) -> list[MeasureResult]:
+        return measure_batch(task, traces, self.builder, self.runner)
+
+    def close(self) -> None:
+        self.builder.close()
+        self.runner.close()
+
+    def __enter__(self) -> LocalMeasurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

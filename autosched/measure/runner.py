@@ -1,0 +1,344 @@
+"""Running built candidates in a separate, long-lived worker process: check the result, then time it.
+
+The worker holds the task's inputs and expected outputs. For each candidate it loads the ``.so``, fills
+the outputs with garbage, runs once and compares with the reference (a mismatch is "wrong_result", never
+a timing), warms up, then times ``repeat`` repeats of at least ``min_repeat_ms`` each. The parent waits
+a bounded time per candidate: a hang is killed ("timeout"), a death is a "crash" naming the signal, and
+a fresh worker takes over. The worker runs under an address-space limit, so a huge allocation fails
+("memory", or a crash marked "possibly out of memory") instead of taking the machine down.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import signal
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import RunError
+from .result import BuildResult, MeasureResult
+
+if TYPE_CHECKING:
+    from .task import MeasureTask
+
+START_TIMEOUT_S = 60.0  # spawning a worker and handing it the task's arrays
+_GIB = 1 << 30
+
+
+def default_memory_limit() -> int:
+    """75% of physical memory (8 GiB where that is unknown): room for the tuner and the rest."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * 3 // 4)
+    except (ValueError, OSError, AttributeError):
+        return 8 * _GIB
+
+
+class LocalRunner:
+    """Checks and times candidates in one worker process at a time, restarted after a hang or crash.
+
+    Example::
+
+        with LocalRunner(timeout_s=10, num_threads=2) as runner:
+            results = runner.run(task, builder.build(task, traces))
+            best = min(results, key=lambda r: r.median)
+
+    ``memory_limit_bytes`` caps the worker's address space (virtual memory, so thread stacks and malloc
+    arenas count too); ``num_threads`` sets OMP_NUM_THREADS for it.
+    """
+
+    def __init__(
+        self,
+        timeout_s: float = 10.0,
+        repeat: int = 5,
+        min_repeat_ms: float = 2.0,
+        memory_limit_bytes: int | None = None,
+        *,
+        warmup: int = 1,
+        num_threads: int | None = None,
+    ):
+        if repeat < 1 or timeout_s <= 0:
+            raise ValueError(f"LocalRunner: need repeat >= 1 and timeout_s > 0, got {repeat}, {timeout_s}")
+        self.timeout_s = timeout_s
+        self.repeat = repeat
+        self.min_repeat_ms = min_repeat_ms
+        self.memory_limit_bytes = memory_limit_bytes or default_memory_limit()
+        self.warmup = warmup
+        self.num_threads = num_threads
+        self._proc: Any = None
+        self._conn: Any = None
+        self._task: MeasureTask | None = None  # the task the live worker holds
+
+    # Worker lifetime --------------------------------------------------------------------------------
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("spawn")  # never fork: the tuner has threads (pools, xgboost)
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(
+            target=_worker_main,
+            args=(child, self.memory_limit_bytes, self.num_threads),
+            daemon=True,  # dies with the tuner
+            name="autosched-runner",
+        )
+        self._conn, self._task = parent, None
+        try:
+            self._proc.start()
+        finally:
+            child.close()
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            if self._proc.pid is not None:  # it started
+                self._proc.kill()
+                self._proc.join(timeout=5)
+            self._conn.close()
+        self._proc = self._conn = self._task = None
+
+    def close(self) -> None:
+        """Stop the worker."""
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(("stop",))
+                self._proc.join(timeout=2)
+            except (OSError, EOFError):
+                pass
+        self._kill()
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _ensure(self, task: MeasureTask) -> tuple[str, str] | None:
+        """A live worker that holds ``task``; an (error kind, message) when none can be had."""
+        if self._proc is None or not self._proc.is_alive():
+            self._kill()
+            self._start()
+        if self._task is task:
+            return None
+        message = ("task", list(task.inputs), list(task.expected), list(task.tolerances), _names(task))
+        reply = self._call(message, START_TIMEOUT_S)
+        if reply[0] == "ok":
+            self._task = task
+            return None
+        self._kill()
+        return reply[1], "cannot start the runner with this task: " + reply[2]
+
+    def _call(self, message: tuple[Any, ...], timeout_s: float) -> tuple[Any, ...]:
+        """Send and wait; a hang or a death of the worker comes back as an error reply, the worker killed."""
+        try:
+            self._conn.send(message)
+            if self._conn.poll(timeout_s):
+                return self._conn.recv()  # type: ignore[no-any-return]
+        except (EOFError, OSError):
+            pass  # the worker died: its exit code says how
+        else:
+            self._kill()
+            return ("error", "timeout", f"no result within {timeout_s:g} s; the runner process was killed")
+        self._proc.join(timeout=5)
+        code = self._proc.exitcode
+        self._kill()
+        return ("error", "crash", _describe_death(code))
+
+    # Running --------------------------------------------------------------------------------------
+    def run(self, task: MeasureTask, built: list[BuildResult]) -> list[MeasureResult]:
+        """One MeasureResult per build, in order; never raises for a bad candidate."""
+        return [self._run_one(task, b) for b in built]
+
+    def _run_one(self, task: MeasureTask, b: BuildResult) -> MeasureResult:
+        if not b.ok:
+            return MeasureResult((), b.error or "compile", b.error_msg, build_s=b.build_s)
+        if b.workspace_bytes > self.memory_limit_bytes:
+            limit = _gib(self.memory_limit_bytes)
+            msg = f"the kernel allocates {_gib(b.workspace_bytes)}, over the memory limit {limit}"
+            return MeasureResult((), "memory", msg, build_s=b.build_s)
+        t0 = time.perf_counter()
+        failed = self._ensure(task)
+        if failed is not None:
+            return MeasureResult((), failed[0], failed[1], build_s=b.build_s, run_s=time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        budget = 0.8 * self.timeout_s  # the worker times fewer repeats of a slow kernel rather than time out
+        message = (
+            "run",
+            b.path,
+            b.func_name,
+            b.nargs,
+            self.repeat,
+            self.min_repeat_ms / 1e3,
+            self.warmup,
+            budget,
+        )
+        reply = self._call(message, self.timeout_s)
+        run_s = time.perf_counter() - t0
+        if reply[0] == "ok":
+            return MeasureResult(tuple(reply[1]), build_s=b.build_s, run_s=run_s)
+        _, kind, msg = reply
+        if kind == "crash" and b.workspace_bytes > self.memory_limit_bytes // 4:
+            msg += (
+                f"; possibly out of memory: the kernel allocates {_gib(b.workspace_bytes)} "
+                f"(limit {_gib(self.memory_limit_bytes)})"
+            )
+        return MeasureResult((), kind, msg, build_s=b.build_s, run_s=run_s)
+
+
+def _names(task: MeasureTask) -> list[str]:
+    return [t.name for t in task.args]
+
+
+def _gib(n: int) -> str:
+    return f"{n / _GIB:.3g} GiB"
+
+
+def _describe_death(code: int | None) -> str:
+    if code is None:
+        return "the runner process stopped answering"
+    if code < 0:
+        try:
+            sig = signal.Signals(-code)
+            what = f"{sig.name} ({signal.strsignal(sig)})"
+        except ValueError:
+            what = f"signal {-code}"
+        msg = f"the runner process died with {what}"
+        if -code == signal.SIGKILL:  # not ours (we record a timeout when we kill): the OOM killer's
+            msg += "; possibly out of memory (the kernel OOM killer sends SIGKILL)"
+        return msg
+    return f"the runner process exited with status {code}"
+
+
+# The worker ----------------------------------------------------------------------------------------
+
+
+def _worker_main(conn: Any, memory_limit: int, num_threads: int | None) -> None:
+    """Serve "task" and "run" messages until "stop" or the pipe closes."""
+    import resource
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the tuner, which then stops us
+    if num_threads:
+        os.environ["OMP_NUM_THREADS"] = str(num_threads)  # read by libgomp when the first kernel loads it
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing kernel must not write core dumps
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = memory_limit if hard == resource.RLIM_INFINITY else min(memory_limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    state = _WorkerState()
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "stop":
+            return
+        try:
+            reply = state.handle(message)
+        except MemoryError as e:
+            reply = ("error", "memory", f"allocation failed in the runner (MemoryError {e})")
+        except _WrongResult as e:
+            reply = ("error", "wrong_result", str(e))
+        except RunError as e:
+            kind = "memory" if _looks_like_oom(str(e)) else "run"
+            reply = ("error", kind, str(e))
+        except Exception as e:
+            reply = ("error", "run", f"{type(e).__name__}: {e}")
+        conn.send(reply)
+
+
+def _looks_like_oom(text: str) -> bool:
+    text = text.lower()
+    return any(
+        s in text for s in ("cannot allocate memory", "zero-fill", "failed to map segment", "out of memory")
+    )
+
+
+class _WorkerState:
+    def __init__(self) -> None:
+        self.pristine: list[np.ndarray] = []
+        self.expected: list[np.ndarray] = []
+        self.tolerances: list[tuple[float, float]] = []
+        self.names: list[str] = []
+        self.arrays: list[np.ndarray] = []
+
+    def handle(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        if message[0] == "task":
+            _, self.pristine, self.expected, self.tolerances, self.names = message
+            self.arrays = [a.copy() for a in self.pristine] + [np.empty_like(e) for e in self.expected]
+            return ("ok",)
+        if message[0] == "run":
+            return ("ok", self.run(*message[1:]))
+        raise RunError(f"runner: unknown message {message[0]!r}")
+
+    def run(
+        self, path: str, name: str, nargs: int, repeat: int, min_repeat_s: float, warmup: int, budget_s: float
+    ) -> list[float]:
+        from ..runtime.link import load_function
+
+        start = time.perf_counter()
+        if nargs != len(self.arrays):
+            raise RunError(f"{name} takes {nargs} buffers, the task has {len(self.arrays)}")
+        fn = load_function(path, name, nargs)
+        n_in = len(self.pristine)
+        for work, src in zip(self.arrays, self.pristine):
+            np.copyto(work, src)  # a previous candidate may have scribbled on the inputs
+        for out in self.arrays[n_in:]:
+            _fill_garbage(out)  # so a kernel that skips an element cannot pass by luck
+        ptrs = [a.ctypes.data for a in self.arrays]
+        t0 = time.perf_counter()
+        fn(*ptrs)
+        once = time.perf_counter() - t0
+        self.check(n_in)
+        for _ in range(warmup):
+            fn(*ptrs)
+        number = max(1, min(1_000_000, math.ceil(min_repeat_s / max(once, 1e-9))))
+        left = budget_s - (time.perf_counter() - start)
+        repeat = max(1, min(repeat, int(left / max(once * number, 1e-9))))
+        costs = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn(*ptrs)
+            costs.append((time.perf_counter() - t0) / number)
+        return costs
+
+    def check(self, n_in: int) -> None:
+        """Raise _WrongResult (a "wrong_result") naming the output and its worst element."""
+        for i, (work, src) in enumerate(zip(self.arrays, self.pristine)):
+            if not np.array_equal(work, src, equal_nan=work.dtype.kind in "fc"):
+                raise _WrongResult(f"the kernel wrote to input {self.names[i]!r}")
+        for j, (got, exp, (rtol, atol)) in enumerate(zip(self.arrays[n_in:], self.expected, self.tolerances)):
+            if not np.allclose(got, exp, rtol=rtol, atol=atol, equal_nan=True):
+                raise _WrongResult(_mismatch(self.names[n_in + j], got, exp, rtol, atol))
+
+
+class _WrongResult(RunError):
+    pass
+
+
+def _mismatch(name: str, got: np.ndarray, exp: np.ndarray, rtol: float, atol: float) -> str:
+    g, e = got.astype(np.float64), exp.astype(np.float64)
+    with np.errstate(all="ignore"):
+        abs_err = np.abs(g - e)
+        rel_err = abs_err / np.maximum(np.abs(e), np.finfo(np.float64).tiny)
+        bad = ~np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+    abs_err = np.where(np.isnan(abs_err), np.inf, abs_err)
+    rel_err = np.where(np.isnan(rel_err), np.inf, rel_err)
+    worst = np.unravel_index(int(np.argmax(np.where(bad, abs_err, -1.0))), got.shape)
+    return (
+        f"output {name!r}: {int(bad.sum())} of {got.size} elements differ from the reference "
+        f"(rtol {rtol:g}, atol {atol:g}); max abs error {abs_err[bad].max():.3g}, "
+        f"max rel error {rel_err[bad].max():.3g}; at {tuple(map(int, worst))}: got {got[worst].item()!r}, "
+        f"expected {exp[worst].item()!r}"
+    )
+
+
+def _fill_garbage(a: np.ndarray) -> None:
+    if a.dtype.kind in "fc":
+        a.fill(np.nan)
+    else:
+        a.view(np.uint8).fill(0xA5)

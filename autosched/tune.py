@@ -1,0 +1,210 @@
+"""The tuning loop: propose candidates, measure them safely, log every result, keep the best.
+
+Every measured batch is appended to the log (and flushed) before the next one starts, so an
+interrupted run loses at most the batch in flight, and ``resume`` continues from the log without
+measuring any schedule twice.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .hai.registry import get_adapter
+from .measure.result import FAILED_COST, MeasureResult
+from .measure.task import MeasureTask
+from .records.log import append_records, load_records, trace_key
+from .records.record import TuningRecord, fingerprint_of, make_record
+from .search.strategy import Candidate, SearchStrategy
+from .search_space.sketch import SketchPolicy
+from .target import Target, parse_target
+from .te.workload import WorkloadInstance
+
+
+@dataclass
+class TaskState:
+    """One workload being tuned: what was measured and the best so far."""
+
+    inst: WorkloadInstance
+    measure_task: MeasureTask
+    strategy: SearchStrategy
+    measured: set[str] = field(default_factory=set)
+    trials: int = 0  # measured in this run
+    previous: int = 0  # found in the log at the start
+    budget: int = 0  # trials to measure in this run
+    best_cost: float = float("inf")
+    best_trace: Any = None
+    errors: Counter = field(default_factory=Counter)
+    baseline_s: float | None = None
+    baseline_label: str = ""
+    history: list[float] = field(default_factory=list)  # best cost after each trial of this run
+
+    @property
+    def best_gflops(self) -> float:
+        return self.inst.flop_count() / self.best_cost / 1e9 if self.best_cost < float("inf") else 0.0
+
+
+@dataclass
+class TuneOptions:
+    trials: int = 200  # per workload; with resume, records already in the log count
+    batch_size: int = 16
+    strategy: str = "random"
+    resume: bool = False
+    seed: int = 0
+    num_threads: int | None = None
+    timeout_s: float = 10.0
+    repeat: int = 5
+    baseline: bool = True
+
+
+Reporter = Callable[[str, TaskState], None]  # event ("start" | "batch" | "done"), task
+
+
+def make_strategy(name: str, policy: SketchPolicy, seed: int, target: Target) -> SearchStrategy:
+    if name == "random":
+        from .search.random_search import RandomSearch
+
+        return RandomSearch(policy, seed)
+    if name == "evolutionary":
+        from .search.evolutionary import EvolutionarySearch  # type: ignore[import-not-found]
+
+        return EvolutionarySearch(policy, seed=seed, target=target)  # type: ignore[no-any-return]
+    raise ValueError(f"unknown search strategy {name!r}; expected 'evolutionary' or 'random'")
+
+
+def time_baseline(inst: WorkloadInstance, task: MeasureTask, repeat: int = 5) -> tuple[float | None, str]:
+    """Median seconds of the workload's numpy implementation, or None when it has none."""
+    fn = getattr(_workload_of(inst), "baseline", None)
+    if fn is None:
+        return None, ""
+    fn(*task.inputs)  # warm-up (and BLAS thread start)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn(*task.inputs)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), "numpy"
+
+
+def _workload_of(inst: WorkloadInstance) -> Any:
+    from .te.workload import REGISTRY
+
+    return REGISTRY.get(inst.name)
+
+
+class Tuner:
+    def __init__(
+        self,
+        instances: Sequence[WorkloadInstance],
+        target: str | Target = "llvm-cpu",
+        log_path: str | Path = "tuning_logs/autosched.jsonl",
+        options: TuneOptions | None = None,
+        measurer: Any = None,
+        reporter: Reporter | None = None,
+    ):
+        self.options = options or TuneOptions()
+        self.target = parse_target(target)
+        self.adapter = get_adapter(self.target)
+        self.chip = self.adapter.info()
+        self.fingerprint = fingerprint_of(self.target, self.chip)
+        self.log_path = Path(log_path)
+        self.reporter = reporter or (lambda event, task: None)
+        self._own_measurer = measurer is None
+        self.measurer = measurer or self._local_measurer()
+        cores = self.options.num_threads or self.chip.cores
+        lanes = max(4, self.chip.vector_bits // 32)
+        self.tasks = [self._task(inst, cores, lanes) for inst in instances]
+
+    def _local_measurer(self) -> Any:
+        from .measure.builder import LocalBuilder
+        from .measure.measure import LocalMeasurer
+        from .measure.runner import LocalRunner
+
+        o = self.options
+        builder = LocalBuilder(n_workers=max(1, os.cpu_count() or 1))
+        runner = LocalRunner(timeout_s=o.timeout_s, repeat=o.repeat, num_threads=o.num_threads)
+        return LocalMeasurer(builder, runner)
+
+    def _task(self, inst: WorkloadInstance, cores: int, lanes: int) -> TaskState:
+        mt = MeasureTask.create(inst.name, inst.tensors, str(self.target), flops=inst.flop_count())
+        policy = SketchPolicy(list(inst.outputs), cores=cores, lanes=lanes)
+        strategy = make_strategy(self.options.strategy, policy, self.options.seed, self.target)
+        return TaskState(inst, mt, strategy)
+
+    # Log ------------------------------------------------------------------------------------------
+    def load_previous(self, task: TaskState) -> list[str]:
+        """Fold in the records of this workload and chip already in the log; returns problems."""
+        if not self.log_path.exists():
+            return []
+        res = load_records(self.log_path, target_fingerprint=self.fingerprint, workload_key=task.inst.key)
+        traces, costs = [], []
+        for rec in res.records:
+            task.measured.add(trace_key(rec.trace))
+            cost = rec.mean_cost if rec.ok else FAILED_COST
+            traces.append(rec.trace)
+            costs.append(cost)
+            if rec.ok and rec.mean_cost < task.best_cost:
+                task.best_cost, task.best_trace = rec.mean_cost, rec.trace
+        task.previous = len(res.records)
+        task.strategy.seed(traces, costs)
+        notes = [str(p) for p in res.problems]
+        if res.foreign:
+            notes.append(f"{res.foreign} record(s) of {task.inst.name} for other chips were not used")
+        return notes
+
+    # Loop -----------------------------------------------------------------------------------------
+    def run(self) -> list[TaskState]:
+        try:
+            for task in self.tasks:
+                self.tune_task(task)
+        finally:
+            if self._own_measurer:
+                self.measurer.close()
+        return self.tasks
+
+    def tune_task(self, task: TaskState) -> None:
+        o = self.options
+        if o.baseline:
+            task.baseline_s, task.baseline_label = time_baseline(task.inst, task.measure_task)
+        task.budget = max(0, o.trials - (task.previous if o.resume else 0))
+        self.reporter("start", task)
+        while task.trials < task.budget:
+            n = min(o.batch_size, task.budget - task.trials)
+            candidates = task.strategy.propose(n, task.measured)
+            if not candidates:
+                break  # the space is exhausted
+            results = self.measurer.measure(task.measure_task, [c.trace for c in candidates])
+            self._record(task, candidates, results)
+            self.reporter("batch", task)
+        self.reporter("done", task)
+
+    def _record(self, task: TaskState, candidates: list[Candidate], results: list[MeasureResult]) -> None:
+        records: list[TuningRecord] = []
+        costs: list[float] = []
+        for cand, res in zip(candidates, results):
+            task.measured.add(trace_key(cand.trace))
+            records.append(
+                make_record(
+                    task.inst, self.target, self.chip, cand.trace, res.costs, res.error, res.error_msg
+                )
+            )
+            if res.ok:
+                cost = float(np.median(res.costs))
+                if cost < task.best_cost:
+                    task.best_cost, task.best_trace = cost, cand.trace
+            else:
+                cost = FAILED_COST
+                task.errors[res.error] += 1
+            costs.append(cost)
+            task.trials += 1
+            task.history.append(task.best_cost)
+        append_records(self.log_path, records)  # one flush per batch: a kill loses at most this batch
+        task.strategy.update(candidates, costs)
