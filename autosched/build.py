@@ -26,14 +26,18 @@ def check_arrays(name: str, params: Sequence[Any], arrays: Sequence[Any]) -> lis
             if hasattr(a, "__dlpack__"):
                 a = np.from_dlpack(a)
             else:
-                raise TypeError(f"{name}: argument {i} ({p.name!r}) must be a numpy array, got {type(a).__name__}")
+                raise TypeError(
+                    f"{name}: argument {i} ({p.name!r}) must be a numpy array, got {type(a).__name__}"
+                )
         if a.dtype != np.dtype(p.dtype) or tuple(a.shape) != tuple(p.shape):
             raise ValueError(
                 f"{name}: argument {i} ({p.name!r}) expects {p.dtype}{list(p.shape)}, "
                 f"got {a.dtype}{list(a.shape)}"
             )
         if not a.flags.c_contiguous:
-            raise ValueError(f"{name}: argument {i} ({p.name!r}) must be C-contiguous (use np.ascontiguousarray)")
+            raise ValueError(
+                f"{name}: argument {i} ({p.name!r}) must be C-contiguous (use np.ascontiguousarray)"
+            )
         out.append(a)
     return out
 

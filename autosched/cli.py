@@ -39,13 +39,15 @@ def _instances(op_file: str, workload: str | None, args: dict[str, Any]) -> list
             names = ", ".join(w.name for w in workloads)
             raise WorkloadError(f"{op_file}: no workload named {workload!r}; the file defines: {names}")
         workloads = chosen
-    return [w.instantiate(**{k: v for k, v in args.items() if k in w.defaults or len(workloads) == 1})
-            for w in workloads]
+    return [
+        w.instantiate(**{k: v for k, v in args.items() if k in w.defaults or len(workloads) == 1})
+        for w in workloads
+    ]
 
 
 def cmd_tune(ns: argparse.Namespace) -> int:
     from .progress import TuneProgress, print_summary
-    from .tune import Tuner, TuneOptions
+    from .tune import TuneOptions, Tuner
 
     instances = _instances(ns.op_file, ns.workload, parse_args_kv(ns.args or []))
     log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"

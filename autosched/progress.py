@@ -58,8 +58,8 @@ class TuneProgress:
     def header(self, tuner: Any) -> None:
         chip = tuner.chip
         self.console.print(
-            f"target [bold]{tuner.target}[/] ({chip.name}, {chip.cores} cores, {chip.vector_bits}-bit vectors), "
-            f"log {tuner.log_path}, strategy {tuner.options.strategy}"
+            f"target [bold]{tuner.target}[/] ({chip.name}, {chip.cores} cores, "
+            f"{chip.vector_bits}-bit vectors), log {tuner.log_path}, strategy {tuner.options.strategy}"
         )
 
     def note(self, text: str) -> None:
@@ -72,7 +72,9 @@ class TuneProgress:
                 task.inst.name, total=max(task.budget, 1), best=self._best(task), failures=_failures(task)
             )
             if task.previous:
-                self.note(f"{task.inst.name}: {task.previous} record(s) already in the log will not be re-measured")
+                self.note(
+                    f"{task.inst.name}: {task.previous} record(s) already in the log will not be re-measured"
+                )
         tid = self.ids[key]
         self.progress.update(tid, completed=task.trials, best=self._best(task), failures=_failures(task))
         if event == "done":
@@ -100,7 +102,9 @@ def print_summary(tasks: list[TaskState], tuner: Any, console: Console | None = 
             _fmt_s(t.baseline_s), ratio,
         )  # fmt: skip
     console.print(table)
-    console.print("vs numpy = numpy's time / autosched's time, measured in this run (> 1: autosched is faster)")
+    console.print(
+        "vs numpy = numpy's time / autosched's time, measured in this run (> 1: autosched is faster)"
+    )
     for t in tasks:
         if t.best_trace is None:
             console.print(f"[red]{t.inst.name}: no candidate ran correctly[/]")

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var
 from ..lower.ir import Allocate, Barrier, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var
 
 _NP = {"float32": np.float32, "float64": np.float64, "int32": np.int64, "int64": np.int64, "bool": bool}
 
@@ -79,7 +79,9 @@ class Interpreter:
         idx = tuple(int(self.expr(i)) for i in indices)
         for d, (i, n) in enumerate(zip(idx, buf.shape)):
             if not 0 <= i < n:
-                raise IndexError(f"interpreter: {buf.name}{list(idx)} out of bounds in dimension {d} (size {n})")
+                raise IndexError(
+                    f"interpreter: {buf.name}{list(idx)} out of bounds in dimension {d} (size {n})"
+                )
         return idx
 
     def expr(self, e: Expr) -> Any:

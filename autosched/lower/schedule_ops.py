@@ -117,7 +117,9 @@ class Lowerer:
             return None
         parent = self.sch[st.attach[1]]
         if parent.attach[0] == "inline":
-            raise ScheduleError(f"compute_at: stage {st.name!r} is attached to {parent.name!r}, which is inlined")
+            raise ScheduleError(
+                f"compute_at: stage {st.name!r} is attached to {parent.name!r}, which is inlined"
+            )
         axis = parent.axes.get(st.attach[2])
         while axis is not None and axis not in parent.leaves:
             nxt = None
@@ -149,7 +151,9 @@ class Lowerer:
                 parent, pos = at
                 pinfo = self.info[parent.name]
                 if not pinfo.leaf_extents:
-                    raise ScheduleError(f"compute_at: stage {st.name!r} is attached to {parent.name!r} out of order")
+                    raise ScheduleError(
+                        f"compute_at: stage {st.name!r} is attached to {parent.name!r} out of order"
+                    )
                 info.outer_loops = pinfo.outer_loops + [
                     (a, pinfo.leaf_extents[a.name]) for a in parent.leaves[: pos + 1]
                 ]
@@ -238,7 +242,11 @@ class Lowerer:
             if isinstance(rel, Split):
                 outer_v, inner_v = val[rel.outer.name], val[rel.inner.name]
                 inner_ext = splits[rel.parent.name][1]
-                v = outer_v if inner_ext == 1 else binary("+", binary("*", outer_v, const(inner_ext)), inner_v)
+                v = (
+                    outer_v
+                    if inner_ext == 1
+                    else binary("+", binary("*", outer_v, const(inner_ext)), inner_v)
+                )
                 if ext[rel.outer.name] == 1:
                     v = inner_v
                 val[rel.parent.name] = v

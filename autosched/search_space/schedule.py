@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import ScheduleError
 from ..te.expr import Expr, IterVar, const
 from ..te.graph import topo_order, unique_names
-from ..te.tensor import ComputeOp, Operation, Reduce, Tensor, TensorRead, walk
+from ..te.tensor import ComputeOp, Operation, Reduce, Tensor, TensorRead
 from ..te.visit import rewrite, substitute
 from .stage import Split, Stage
 from .trace import Step, Trace, trace_from_json

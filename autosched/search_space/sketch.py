@@ -98,7 +98,11 @@ class _Builder:
 
     def tiles(self, key: str, extent: int, levels: int, inner_max: int = 64) -> list[int]:
         value = self.given.get(key)
-        ok = isinstance(value, list) and len(value) == levels and all(isinstance(x, int) and x > 0 for x in value)
+        ok = (
+            isinstance(value, list)
+            and len(value) == levels
+            and all(isinstance(x, int) and x > 0 for x in value)
+        )
         if not ok or _prod(value) != extent:
             value = sample_tiles(extent, levels, self.rng, inner_max)
         self.used[key] = value

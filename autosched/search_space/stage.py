@@ -95,7 +95,9 @@ class Stage:
     # Helpers ------------------------------------------------------------------------------------
     def _check_compute(self, primitive: str) -> None:
         if isinstance(self.op, PlaceholderOp):
-            raise ScheduleError(f"{primitive}: stage {self.name!r} is an input placeholder, which has no loops")
+            raise ScheduleError(
+                f"{primitive}: stage {self.name!r} is an input placeholder, which has no loops"
+            )
 
     def _leaf(self, primitive: str, axis: AxisRef, what: str = "axis") -> IterVar:
         name = axis if isinstance(axis, str) else getattr(axis, "name", None)
@@ -136,10 +138,10 @@ class Stage:
     ) -> tuple[IterVar, IterVar]:
         """Split a loop in two. ``for i in range(10)`` with factor=4 becomes::
 
-            for i.outer in range(3):
-                for i.inner in range(4):
-                    if i.outer * 4 + i.inner < 10:   # guard: 4 does not divide 10
-                        body(i = i.outer * 4 + i.inner)
+        for i.outer in range(3):
+            for i.inner in range(4):
+                if i.outer * 4 + i.inner < 10:   # guard: 4 does not divide 10
+                    body(i = i.outer * 4 + i.inner)
         """
         self._check_compute("split")
         iv = self._leaf("split", axis)
@@ -253,14 +255,18 @@ class Stage:
     def bind(self, axis: AxisRef, thread: str) -> None:
         """Bind a loop to a GPU block or thread index (``"blockIdx.x"``, ``"threadIdx.x"``...)."""
         if thread not in THREAD_TAGS:
-            raise ScheduleError(f"bind: unknown thread axis {thread!r}; expected one of {', '.join(THREAD_TAGS)}")
+            raise ScheduleError(
+                f"bind: unknown thread axis {thread!r}; expected one of {', '.join(THREAD_TAGS)}"
+            )
         self._check_compute("bind")
         iv = self._leaf("bind", axis)
         if iv.kind == "reduce" and thread.startswith("blockIdx"):
             raise ScheduleError(f"bind: reduction axis {iv.name!r} cannot be bound to {thread}")
         for other, tag in self.thread_tags.items():
             if tag == thread:
-                raise ScheduleError(f"bind: {thread} is already bound to axis {other!r} of stage {self.name!r}")
+                raise ScheduleError(
+                    f"bind: {thread} is already bound to axis {other!r} of stage {self.name!r}"
+                )
         self._annotate("bind", iv, "thread_binding")
         self.thread_tags[iv.name] = thread
         self._record("bind", iv.name, thread)

@@ -17,12 +17,12 @@ def _highest(dtype: str) -> Any:
     return float("inf") if E.is_float(dtype) else 2 ** (31 if dtype == "int32" else 63) - 1
 
 
-sum = comm_reducer(lambda x, y: x + y, lambda dtype: 0, name="sum")  # noqa: A001
+sum = comm_reducer(lambda x, y: x + y, lambda dtype: 0, name="sum")
 _max_reduce = comm_reducer(lambda x, y: E.binary("max", x, y), _lowest, name="max")
 _min_reduce = comm_reducer(lambda x, y: E.binary("min", x, y), _highest, name="min")
 
 
-def max(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> E.Expr:  # noqa: A001
+def max(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> E.Expr:
     """``te.max(x, axis=k)`` reduces; ``te.max(a, b)`` is the elementwise maximum."""
     if axis is not None:
         if b is not None:
@@ -33,7 +33,7 @@ def max(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> E.Expr:  
     return E.binary("max", a, b)
 
 
-def min(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> E.Expr:  # noqa: A001
+def min(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> E.Expr:
     """``te.min(x, axis=k)`` reduces; ``te.min(a, b)`` is the elementwise minimum."""
     if axis is not None:
         if b is not None:
@@ -49,14 +49,14 @@ def if_then_else(cond: Any, t: Any, f: Any) -> E.Expr:
     return E.select(cond, t, f)
 
 
-def all(*conds: Any) -> E.Expr:  # noqa: A001
+def all(*conds: Any) -> E.Expr:
     """True when every condition holds (``te.all(i >= 0, i < n)``)."""
     if not conds:
         return E.const(True)
     return functools.reduce(lambda a, b: E.logical("and", a, b), conds)
 
 
-def any(*conds: Any) -> E.Expr:  # noqa: A001
+def any(*conds: Any) -> E.Expr:
     """True when some condition holds."""
     if not conds:
         return E.const(False)
@@ -107,11 +107,11 @@ def erf(x: Any) -> E.Expr:
     return E.call("erf", x)
 
 
-def abs(x: Any) -> E.Expr:  # noqa: A001
+def abs(x: Any) -> E.Expr:
     return E.call("abs", x)
 
 
-def pow(x: Any, y: Any) -> E.Expr:  # noqa: A001
+def pow(x: Any, y: Any) -> E.Expr:
     return E.call("pow", x, y)
 
 

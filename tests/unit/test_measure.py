@@ -129,11 +129,6 @@ def test_runner_thread_count_reaches_worker(add_task: MeasureTask, tmp_path: Pat
 
 
 # Builder hooks: run in the spawned build workers, so they live at module level.
-def _link_garbage(job: BuildJob) -> BuildResult:
-    link_shared([b"\x7fELF garbage"], job.out_path)
-    raise AssertionError("unreachable")
-
-
 def _segfault(job: BuildJob) -> BuildResult:
     os.kill(os.getpid(), signal.SIGSEGV)
     raise AssertionError("unreachable")
@@ -148,20 +143,21 @@ def _by_trace(job: BuildJob) -> BuildResult:
         _segfault(job)
     if what == "schedule":
         raise ScheduleError("split: no axis 'q'")
+    if what == "link":
+        link_shared([b"\x7fELF garbage"], job.out_path)
     return BuildResult(None, job.func_name, error="compile", error_msg="ok: " + what)
 
 
 def test_builder_errors_are_data(add_task: MeasureTask) -> None:
-    with LocalBuilder(n_workers=2, timeout_s=20, build_fn=_link_garbage) as b:
-        (r,) = b.build(add_task, [()])
-    assert r.error == "compile" and "link_shared" in r.error_msg
-    traces = [(Step("split", name, ("i", 4, None)),) for name in ("a", "crash", "b", "hang", "schedule", "c")]
-    with LocalBuilder(n_workers=2, timeout_s=3, build_fn=_by_trace) as b:
+    names = ("a", "crash", "b", "hang", "schedule", "link", "c")
+    traces = [(Step("split", name, ("i", 4, None)),) for name in names]
+    with LocalBuilder(n_workers=2, timeout_s=2, build_fn=_by_trace) as b:
         res = b.build(add_task, traces)
         again = b.build(add_task, traces[:1])  # the pool was replaced and still works
-    assert [r.error for r in res] == ["compile", "crash", "compile", "timeout", "schedule", "compile"]
+    kinds = [r.error for r in res]
+    assert kinds == ["compile", "crash", "compile", "timeout", "schedule", "compile", "compile"]
     assert [r.error_msg for r in res if r.error_msg.startswith("ok")] == ["ok: a", "ok: b", "ok: c"]
-    assert "build worker died" in res[1].error_msg
+    assert "build worker died" in res[1].error_msg and "link_shared" in res[5].error_msg
     assert again[0].error_msg == "ok: a"
 
 

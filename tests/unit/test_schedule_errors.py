@@ -9,7 +9,6 @@ from autosched.errors import ScheduleError
 from autosched.lower.pipeline import lower
 from autosched.search_space.schedule import create_schedule, replay
 from autosched.search_space.trace import trace_from_json, trace_to_json
-
 from tests.unit.test_schedule_primitives import conv_padded, matmul, softmax
 
 

@@ -39,7 +39,9 @@ def conv_padded(N=1, C=3, H=7, W=7, K=4, stride=2, pad=1):
     rc, ry, rx = te.reduce_axis((0, C), "rc"), te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
     Y = te.compute(
         (N, K, OH, OW),
-        lambda n, k, h, w: te.sum(P[n, rc, h * stride + ry, w * stride + rx] * F[k, rc, ry, rx], axis=[rc, ry, rx]),
+        lambda n, k, h, w: te.sum(
+            P[n, rc, h * stride + ry, w * stride + rx] * F[k, rc, ry, rx], axis=[rc, ry, rx]
+        ),
         name="conv",
     )
     return [X, F, Y], P
@@ -196,7 +198,9 @@ def _softmax_exp_at(target):
     assert_matches_numpy(s, args, target)
 
 
-OTHER_CASES = {f.__name__[1:]: f for f in [_fused_dense, _conv_at, _conv_inline, _softmax_at, _softmax_exp_at]}
+OTHER_CASES = {
+    f.__name__[1:]: f for f in [_fused_dense, _conv_at, _conv_inline, _softmax_at, _softmax_exp_at]
+}
 
 
 @pytest.mark.parametrize("case", sorted(MATMUL_CASES))

@@ -1,0 +1,288 @@
+"""Export tuned kernels as a library for applications: ``libNAME.so`` + ``manifest.json`` + ``NAME.h``.
+
+For each workload, the best record of the log for the target's chip fingerprint is replayed, lowered
+and compiled to a position-independent object; the objects are linked with the system C compiler
+(``-lgomp`` for parallel loops). The manifest says what the library holds and for which CPU, so
+:func:`autosched.load` can check calls and refuse a library built for another machine.
+
+Example::
+
+    [wl] = load_op_file("examples/matmul.py")
+    res = export_library([wl.instantiate(M=64, N=64, K=64)], "out", log="tuning_logs/matmul.jsonl")
+    lib = autosched.load(res.directory)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import keyword
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import AutoschedError, ScheduleError
+from ..te.workload import WorkloadInstance
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1  # bump on an incompatible change; load refuses formats it does not know
+
+# numpy dtype -> C type of a pointer to its elements (float16 has no portable C type: raw bits).
+C_TYPES = {
+    "float32": "float", "float64": "double", "float16": "uint16_t", "bfloat16": "uint16_t",
+    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    "bool": "uint8_t",
+}  # fmt: skip
+
+
+class ExportError(AutoschedError):
+    """A library that cannot be built as asked: no record for a workload, a bad name, a stale trace."""
+
+
+@dataclass(frozen=True)
+class ExportedFunction:
+    """One function of a built library and the schedule it was built from."""
+
+    name: str  # the C symbol
+    instance: WorkloadInstance
+    trace: Any  # Trace
+    record: Any = None  # the TuningRecord used, or None for the default schedule
+
+    @property
+    def source(self) -> str:
+        return "default" if self.record is None else "log"
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    directory: Path
+    library: Path
+    header: Path
+    manifest: Path
+    functions: tuple[ExportedFunction, ...]
+
+
+def c_identifier(name: str, what: str = "name") -> str:
+    """``name`` as a C identifier: other characters become ``_``; a leading digit gets a ``_``."""
+    ident = re.sub(r"\W", "_", name, flags=re.ASCII)
+    if not ident or ident[0].isdigit():
+        ident = "_" + ident
+    if keyword.iskeyword(ident) or ident in _C_KEYWORDS:
+        ident += "_"
+    return ident
+
+
+_C_KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if inline int "
+    "long register restrict return short signed sizeof static struct switch typedef union unsigned void "
+    "volatile while".split()
+)
+
+
+def _unique(names: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for n in names:
+        cand, i = n, 1
+        while cand.lower() in {o.lower() for o in out}:  # macros upper-case them: keep them distinct
+            cand, i = f"{n}_{i}", i + 1
+        out.append(cand)
+    return out
+
+
+def choose_schedules(
+    instances: Sequence[WorkloadInstance],
+    log: str | Path | None,
+    fingerprint: str,
+    *,
+    cores: int,
+    allow_default: bool = False,
+) -> list[ExportedFunction]:
+    """The trace for each instance: the log's best for this chip, or (``allow_default``) the default."""
+    from ..records.log import best_records, read_log
+    from ..search_space.default import default_schedule
+
+    records: list[Any] = []
+    if log is not None:
+        if not Path(log).is_file():
+            if not allow_default:
+                raise ExportError(f"tuning log {log} not found (tune first, or pass --allow-default)")
+        else:
+            records, _problems = read_log(log)
+    elif not allow_default:
+        raise ExportError("no tuning log given: pass --log LOG, or --allow-default for default schedules")
+    best = best_records(records)
+    names = _unique([c_identifier(inst.name) for inst in instances])
+    chosen = []
+    for name, inst in zip(names, instances):
+        rec = best.get((inst.key, fingerprint))
+        if rec is not None:
+            chosen.append(ExportedFunction(name, inst, rec.trace, rec))
+            continue
+        if not allow_default:
+            raise ExportError(_no_record_message(inst, log, fingerprint, records))
+        trace = default_schedule(list(inst.outputs), cores=cores).trace
+        chosen.append(ExportedFunction(name, inst, trace, None))
+    return chosen
+
+
+def _no_record_message(inst: WorkloadInstance, log: Any, fingerprint: str, records: list[Any]) -> str:
+    mine = [r for r in records if r.workload_key == inst.key]
+    others = sorted({r.fingerprint for r in mine if r.fingerprint != fingerprint})
+    failed = sum(1 for r in mine if r.fingerprint == fingerprint and not r.ok)
+    args = ", ".join(f"{k}={v!r}" for k, v in inst.args.items())
+    msg = f"no tuned record for workload {inst.name}({args}) on {fingerprint} in {log}"
+    if failed:
+        msg += f"; its {failed} record(s) for this chip all failed"
+    if others:
+        msg += f"; it has records for other chips only: {', '.join(others)}"
+    return msg + ". Tune it (autosched tune ... --log LOG) or pass --allow-default for the default schedule"
+
+
+def export_library(
+    instances: Sequence[WorkloadInstance],
+    out_dir: str | Path,
+    *,
+    log: str | Path | None = None,
+    target: str = "llvm-cpu",
+    name: str = "autosched",
+    allow_default: bool = False,
+) -> ExportResult:
+    """Build ``out_dir/lib<name>.so``, ``out_dir/<name>.h`` and ``out_dir/manifest.json``.
+
+    Example: ``export_library([inst], "build", log="tuning_logs/matmul.jsonl", name="matmul")``.
+    """
+    from ..hai.registry import get_adapter
+    from ..lower.pipeline import lower
+    from ..records.record import fingerprint_of
+    from ..search_space.schedule import replay
+    from ..target import parse_target
+    from .cpufeatures import checkable
+    from .link import link_shared
+
+    if not instances:
+        raise ExportError("export_library: no workloads to build")
+    lib_name = c_identifier(name)
+    t = parse_target(target)
+    adapter = get_adapter(t)
+    if not hasattr(adapter, "compile_object"):
+        raise ExportError(f"target {t}: its adapter cannot emit object files; libraries need llvm-cpu")
+    chip = adapter.info()
+    fingerprint = fingerprint_of(t, chip)
+    functions = choose_schedules(instances, log, fingerprint, cores=chip.cores, allow_default=allow_default)
+    objects = []
+    for fn in functions:
+        try:
+            sch = replay(list(fn.instance.outputs), fn.trace)
+        except ScheduleError as e:
+            raise ExportError(f"workload {fn.instance.name}: the record from {log} does not replay: {e}") from e
+        objects.append(adapter.compile_object(lower(sch, fn.instance.tensors, fn.name)))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)  # a half-rebuilt directory must not look complete
+    so = link_shared(objects, out / f"lib{lib_name}.so", openmp=True)
+    header = out / f"{lib_name}.h"
+    header.write_text(render_header(lib_name, functions))
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "autosched": __version__,
+        "name": lib_name,
+        "library": so.name,
+        "sha256": hashlib.sha256(so.read_bytes()).hexdigest(),
+        "header": header.name,
+        "target": {
+            "name": str(t),
+            "fingerprint": fingerprint,
+            "triple": getattr(adapter, "triple", ""),
+            "cpu": getattr(adapter, "cpu", chip.arch),
+            "cpu_features": checkable(chip.features) if _is_host(adapter) else sorted(chip.features),
+            "chip": chip.to_json(),
+        },
+        "log": None if log is None else str(log),
+        "functions": [_function_entry(fn) for fn in functions],
+    }
+    path = out / MANIFEST
+    path.write_text(json.dumps(manifest, indent=1, sort_keys=True, default=_json_default) + "\n")
+    return ExportResult(out, so, header, path, tuple(functions))
+
+
+def _is_host(adapter: Any) -> bool:
+    return getattr(adapter, "cpu", None) == getattr(adapter, "host_cpu", None)
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return list(v)
+    if hasattr(v, "item"):
+        return v.item()
+    raise TypeError(f"manifest: {type(v).__name__} is not JSON")
+
+
+def _function_entry(fn: ExportedFunction) -> dict[str, Any]:
+    from ..search_space.trace import trace_to_json
+
+    inst = fn.instance
+    n_in = len(inst.inputs)
+    args = [
+        {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "role": "input" if i < n_in else "output"}
+        for i, t in enumerate(inst.tensors)
+    ]
+    rec = fn.record
+    record = {
+        "source": fn.source,
+        "trace": trace_to_json(fn.trace),
+        "costs_s": [] if rec is None else list(rec.costs),
+        "median_s": None if rec is None else rec.mean_cost,
+        "gflops": None if rec is None else rec.gflops,
+        "timestamp": None if rec is None else rec.timestamp,
+    }
+    return {
+        "name": fn.name,
+        "workload": inst.name,
+        "workload_key": inst.key,
+        "workload_args": dict(inst.args),
+        "args": args,
+        "record": record,
+    }
+
+
+def render_header(lib_name: str, functions: Sequence[ExportedFunction]) -> str:
+    """A C header declaring ``void f(const float* A, ..., float* C);`` per function, with shape macros.
+
+    Each argument's dims are macros too, e.g. ``MATMUL_A_DIM0``, so a C program follows a rebuild.
+    """
+    guard = f"AUTOSCHED_{lib_name.upper()}_H"
+    lines = [
+        f"/* lib{lib_name}.so: generated by autosched {__version__}; do not edit. */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        "#include <stdint.h>",
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        "",
+    ]
+    for fn in functions:
+        tensors = fn.instance.tensors
+        n_in = len(fn.instance.inputs)
+        idents = _unique([c_identifier(t.name) for t in tensors])
+        params = []
+        for i, (t, ident) in enumerate(zip(tensors, idents)):
+            ctype = C_TYPES.get(t.dtype)
+            if ctype is None:
+                raise ExportError(f"{fn.name}: argument {t.name!r} has dtype {t.dtype}, which has no C type")
+            params.append(f"{'const ' if i < n_in else ''}{ctype}* {ident}")
+            prefix = f"{fn.name}_{ident}".upper()
+            lines.append(f"#define {prefix}_NDIM {len(t.shape)}")
+            lines += [f"#define {prefix}_DIM{d} {n}" for d, n in enumerate(t.shape)]
+        shapes = ", ".join(f"{t.name}{list(t.shape)}" for t in tensors)
+        lines.append(f"/* {fn.instance.name}: {shapes}; schedule: {fn.source}. Row-major, dense. */")
+        lines.append(f"void {fn.name}({', '.join(params)});")
+        lines.append("")
+    lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
+    return "\n".join(lines)
