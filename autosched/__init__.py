@@ -6,11 +6,14 @@ for the fastest schedule on a chip, and run the result from Python or C.
 
 __version__ = "0.1.0"
 
-from . import te
+from . import ops, te
 from .build import build
 from .lower.pipeline import lower
+from .runtime.load import load
 from .search_space.default import default_schedule
 from .search_space.schedule import Schedule, create_schedule, replay
 from .te.workload import workload
 
-__all__ = ["Schedule", "build", "create_schedule", "default_schedule", "lower", "replay", "te", "workload"]
+__all__ = [
+    "Schedule", "build", "create_schedule", "default_schedule", "load", "lower", "ops", "replay", "te", "workload",
+]  # fmt: skip

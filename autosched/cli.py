@@ -129,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     lm.add_argument("-o", "--output", required=True)
     lm.add_argument("--keep", choices=["all", "best"], default="all")
     lg.set_defaults(func=cmd_logs)
+    from .runtime.cli_build import add_build_parser  # build: runtime/cli_build.py
+    add_build_parser(sub)
     return p
 
 

@@ -31,7 +31,7 @@ class TuneProgress:
     """Trials done of N, best latency and GFLOP/s, failures by kind, ETA, per workload."""
 
     def __init__(self, trials: int, console: Console | None = None):
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, soft_wrap=True)
         self.trials = trials
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),

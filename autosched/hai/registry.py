@@ -12,6 +12,8 @@ from ..target import KINDS, Target, parse_target
 # target kind -> "module:Class"; an adapter joins by adding one line here.
 ADAPTERS = {
     "llvm-cpu": "autosched.hai.llvm_cpu:LLVMCPUAdapter",
+    "opencl": "autosched.hai.opencl:OpenCLAdapter",
+    "cuda": "autosched.hai.cuda:CUDAAdapter",
 }
 
 

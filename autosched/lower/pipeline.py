@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from ..search_space.schedule import Schedule
 from ..te.tensor import Tensor
+from .gpu_sync import insert_barriers
 from .ir import PrimFunc
 from .schedule_ops import schedule_to_loops
 from .simplify import simplify
@@ -19,6 +20,21 @@ PASSES: list[tuple[str, Pass]] = [
     ("simplify", simplify),  # fold the constants bound inference and splits leave behind
     ("auto_unroll", auto_unroll),  # honour pragma auto_unroll_max_step
 ]
+
+# Run by the GPU adapters (opencl, cuda) after PASSES, on the function they render.
+GPU_PASSES: list[tuple[str, Pass]] = [
+    ("insert_barriers", insert_barriers),  # publish shared-memory fetches to the whole block
+]
+
+
+def run_gpu_passes(func: PrimFunc) -> PrimFunc:
+    """``func`` after :data:`GPU_PASSES` (verified between passes when ``AUTOSCHED_VERIFY=1``)."""
+    check = os.environ.get("AUTOSCHED_VERIFY") == "1"
+    for pass_name, run in GPU_PASSES:
+        func = run(func)
+        if check:
+            verify(func, pass_name)
+    return func
 
 
 def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> PrimFunc:

@@ -182,6 +182,8 @@ class Lowerer:
         op = st.op
         assert isinstance(op, ComputeOp)
         fixed = {id(v) for v, _ in self.info[st.name].outer_loops}
+        if st.name.endswith(".shared"):  # the threads of a block fill shared memory together: cover them all
+            fixed -= {id(q.axes[a]) for q in self.sch.stages for a, t in q.thread_tags.items() if t[0] == "t"}
         region: list[Interval | None] = [None] * len(op.shape)
         seen = False
         for q in self.readers(st):

@@ -1,0 +1,112 @@
+"""Compiled kernels of the op library, cached in memory and on disk.
+
+On disk a kernel is a shared library named by a hash of (autosched version, workload key, target and
+its fingerprint, trace), in ``$AUTOSCHED_CACHE_DIR`` or ``~/.cache/autosched``; a second process loads
+it without compiling. Files appear by atomic rename, so concurrent processes never see half of one.
+
+Example::
+
+    k = get_kernel(inst, target, adapter, fingerprint, trace)
+    k(a, b, c)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..errors import RunError
+
+ENV_CACHE = "AUTOSCHED_CACHE_DIR"
+STATS: Counter[str] = Counter()  # "compiled", "disk_hits", "memory_hits": for tests and benchmarks
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels are kept: ``$AUTOSCHED_CACHE_DIR``, else ``$XDG_CACHE_HOME/autosched``."""
+    env = os.environ.get(ENV_CACHE)
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "autosched"
+
+
+def kernel_digest(workload_key: str, target: str, fingerprint: str, trace: Any) -> str:
+    """The cache name of a kernel: the same workload, chip and schedule give the same file."""
+    from ..records.log import trace_key
+
+    text = "\n".join([__version__, workload_key, target, fingerprint, trace_key(tuple(trace))])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass
+class CpuKernel:
+    """A kernel in a shared library: call with C-contiguous numpy arrays (inputs, then outputs)."""
+
+    cfunc: Any
+    path: Path
+
+    def __call__(self, arrays: list[np.ndarray]) -> None:
+        self.cfunc(*[a.ctypes.data for a in arrays])
+
+
+@dataclass
+class AdapterKernel:
+    """A kernel of another adapter (OpenCL, CUDA): arrays are copied to the device and back."""
+
+    adapter: Any
+    kernel: Any
+    n_inputs: int
+
+    def __call__(self, arrays: list[np.ndarray]) -> None:
+        ad = self.adapter
+        handles = [ad.copy_in(a) for a in arrays[: self.n_inputs]]
+        handles += [ad.alloc(a.shape, str(a.dtype)) for a in arrays[self.n_inputs :]]
+        ad.launch(self.kernel, handles)
+        for h, a in zip(handles[self.n_inputs :], arrays[self.n_inputs :]):
+            ad.copy_out(h, a)
+
+
+def _lower(inst: Any, trace: Any) -> Any:
+    from ..lower.pipeline import lower
+    from ..search_space.schedule import replay
+
+    return lower(replay(list(inst.outputs), trace), inst.tensors, inst.name)
+
+
+def get_kernel(inst: Any, target: Any, adapter: Any, fingerprint: str, trace: Any) -> Any:
+    """The kernel of ``inst`` scheduled by ``trace``: from the disk cache, else compiled (and cached)."""
+    if not hasattr(adapter, "compile_object"):
+        STATS["compiled"] += 1
+        return AdapterKernel(adapter, adapter.compile(_lower(inst, trace)), len(inst.inputs))
+    from ..runtime.link import link_shared, load_function
+
+    digest = kernel_digest(inst.key, str(target), fingerprint, trace)
+    path = cache_dir() / "kernels" / f"{inst.name}-{digest}.so"
+    nargs = len(inst.tensors)
+    if path.is_file():
+        try:
+            fn = load_function(path, inst.name, nargs)
+            STATS["disk_hits"] += 1
+            return CpuKernel(fn, path)
+        except RunError:
+            pass  # unreadable or foreign: rebuild it below
+    obj = adapter.compile_object(_lower(inst, trace))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{inst.name}-", suffix=".so", dir=path.parent)
+    os.close(fd)
+    try:
+        link_shared([obj], tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    STATS["compiled"] += 1
+    return CpuKernel(load_function(path, inst.name, nargs), path)

@@ -1,0 +1,176 @@
+"""The GPU search space (opencl, cuda): the CPU sketch's rules with blocks, threads and shared memory.
+
+Per stage, from the outputs back, the first rule that fits:
+
+- elementwise intermediates are inlined;
+- a reduction with data reuse (matmul, conv) gets multi-level tiling "SSSRRSRS": each spatial
+  axis in four levels (block, virtual thread, thread, inner), the reduction in two; the block
+  levels are fused onto ``blockIdx.x``, the virtual-thread levels onto ``vthread``, the thread
+  levels onto ``threadIdx.x``; the accumulator tile is a ``local`` stage (``cache_write``, or the
+  reduction itself inside its elementwise consumer) computed at the thread loop; optionally each
+  input is copied into ``shared`` memory at the outer reduction loop, the copy fused and bound to
+  the same threads (a cooperative fetch; :mod:`autosched.lower.gpu_sync` adds the barriers);
+- a reduction without reuse (softmax, norms, pooling) runs one output element per thread, the
+  reduction serial in the thread, as its own kernel or inside its consumer's thread loop;
+- any other stage: spatial loops fused, split, bound to ``blockIdx.x`` / ``threadIdx.x``.
+
+Cross-thread reduction (a reduction loop bound to threads) is not generated: the C-like codegen
+rejects it until it can emit the shared-memory tree it needs.
+
+Example::
+
+    policy = GPUSketchPolicy([C], max_threads=256, shared_mem=48 * 1024)
+    s, decisions = policy.sample(random.Random(0))
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from .schedule import Schedule, create_schedule
+from .sketch import UNROLL_STEPS, Decisions, _Builder, _prod, has_reuse, sample_tiles
+from .stage import Stage
+
+THREADS = (32, 64, 128, 256, 512)
+
+
+def bind_flat(st: Stage, threads: int) -> None:
+    """Fuse the spatial loops of ``st`` (its leading leaves) and bind them to blocks of ``threads``."""
+    op = st.op
+    assert isinstance(op, ComputeOp)
+    spatial = [a for a in op.axis if a in st.leaves]
+    if not spatial:
+        return  # a scalar: one thread does it
+    fused = st.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+    bo, bi = st.split(fused, factor=min(threads, fused.extent))
+    st.bind(bo, "blockIdx.x")
+    st.bind(bi, "threadIdx.x")
+
+
+def default_gpu_schedule(outputs: Tensor | Sequence[Tensor], max_threads: int = 64) -> Schedule:
+    """Elementwise intermediates inlined; every other stage its own kernel, one element per thread.
+
+    Example: ``f = autosched.build(default_gpu_schedule(C), [A, B, C], "opencl")``.
+    """
+    s = create_schedule(outputs)
+    for st in list(s.stages):
+        if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output:
+            st.compute_inline()
+    for st in list(s.stages):
+        if isinstance(st.op, ComputeOp) and st.attach[0] == "root":
+            bind_flat(st, max_threads)
+    return s
+
+
+class GPUSketchPolicy:
+    """Samples GPU schedules; the same ``sample(rng, decisions)`` interface as SketchPolicy."""
+
+    def __init__(self, outputs: Sequence[Tensor], max_threads: int = 256, shared_mem: int = 48 * 1024):
+        self.outputs = list(outputs)
+        self.max_threads = max_threads
+        self.shared_mem = shared_mem
+
+    def sample(self, rng: random.Random, decisions: Decisions | None = None) -> tuple[Schedule, Decisions]:
+        """A random candidate; choices already in ``decisions`` are reused where still valid."""
+        return _GPUBuilder(self, rng, dict(decisions or {})).build()
+
+
+class _GPUBuilder(_Builder):
+    p: GPUSketchPolicy  # type: ignore[assignment]
+
+    def build(self) -> tuple[Schedule, Decisions]:
+        s = self.s
+        for st in list(s.stages):
+            if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output:
+                st.compute_inline()
+                self.done.add(st.name)
+        hosts = {c.name for st in s.stages if (c := self.fusion_host(st)) is not None}
+        for st in reversed(list(s.stages)):
+            if st.name in self.done or st.name in hosts or not isinstance(st.op, ComputeOp):
+                continue
+            if st.op.reduce_axis and has_reuse(st.op):
+                self.multi_level_tiling(st)
+            elif st.op.reduce_axis:
+                self.thread_reduction(st)
+            else:
+                bind_flat(st, self.threads(st))
+                self.done.add(st.name)
+        return s, self.used
+
+    def threads(self, st: Stage) -> int:
+        return int(self.choose(f"{st.name}/threads", [t for t in THREADS if t <= self.p.max_threads] or [1]))
+
+    def multi_level_tiling(self, st: Stage) -> None:
+        host = self.fusion_host(st)
+        if host is not None:
+            producer, consumer = st, host
+        else:
+            producer, consumer = self.s[self.s.cache_write(st.name, "local")], st
+        name = producer.name
+        p_op, c_op = producer.op, consumer.op
+        assert isinstance(p_op, ComputeOp) and isinstance(c_op, ComputeOp)
+        lengths = self.spatial_tiles(name, p_op)
+        levels: list[list] = [[], [], [], []]  # block, vthread, thread, inner
+        for ax, ln in zip(c_op.axis, lengths):
+            b, rest = consumer.split(ax, factor=ln[1] * ln[2] * ln[3])
+            v, rest = consumer.split(rest, factor=ln[2] * ln[3])
+            t, i = consumer.split(rest, factor=ln[3])
+            for level, a in zip(levels, (b, v, t, i)):
+                level.append(a)
+        consumer.reorder(*levels[0], *levels[1], *levels[2], *levels[3])
+        bound = []
+        for level, tag in zip(levels[:3], ("blockIdx.x", "vthread", "threadIdx.x")):
+            fused = consumer.fuse(*level) if len(level) > 1 else level[0]
+            consumer.bind(fused, tag)
+            bound.append(fused)
+        producer.compute_at(consumer, bound[2])
+        # Producer: R0 (outer reduction), R1 (inner reduction), S (its per-thread tile).
+        r0, r1 = [], []
+        for ax in p_op.reduce_axis:
+            rl = self.tiles(f"{name}/tile/{ax.name}", ax.extent, 2, inner_max=16)
+            o, i = producer.split(ax, factor=rl[1])
+            r0.append(o)
+            r1.append(i)
+        producer.reorder(*r0, *r1, *p_op.axis)
+        unroll = self.choose(f"{name}/unroll", UNROLL_STEPS)
+        if unroll:
+            producer.pragma(r0[0], "auto_unroll_max_step", unroll)
+        if self.choose(f"{name}/shared", (True, False)):
+            nthreads = bound[2].extent
+            for src in self.s.reads(producer):
+                if isinstance(src.op, PlaceholderOp) or src.attach[0] == "inline":
+                    cached = self.s[self.s.cache_read(src.name, "shared", [producer.name])]
+                    cached.compute_at(producer, r0[-1])
+                    ax = cached.op.axis
+                    fused = cached.fuse(*ax) if len(ax) > 1 else ax[0]
+                    _, ti = cached.split(fused, factor=nthreads)
+                    cached.bind(ti, "threadIdx.x")
+                    self.done.add(cached.name)
+        self.done.update({producer.name, consumer.name})
+
+    def spatial_tiles(self, name: str, op: ComputeOp) -> list[list[int]]:
+        """Four tile lengths per spatial axis; the thread levels multiply to at most max_threads."""
+        keys = [f"{name}/tile/{a.name}" for a in op.axis]
+        for _ in range(20):
+            lengths = [self.tiles(k, a.extent, 4, inner_max=4) for k, a in zip(keys, op.axis)]
+            if _prod([ln[2] for ln in lengths]) <= self.p.max_threads:
+                return lengths
+            for k in keys:
+                self.given.pop(k, None)
+        lengths = [[a.extent, 1, 1, 1] for a in op.axis]  # one thread per block: always legal
+        self.used.update(zip(keys, lengths))
+        return lengths
+
+    def thread_reduction(self, st: Stage) -> None:
+        """One output element per thread: its own kernel, or inside its consumer's thread loop."""
+        cons = [c for c in self.consumers(st) if c.name in self.done]
+        spot = None
+        if len(cons) == 1 and cons[0].attach[0] == "root":
+            spot = next((a for a in cons[0].leaves if cons[0].thread_tags.get(a.name) == "threadIdx.x"), None)
+        if spot is not None and self.choose(f"{st.name}/location", (0, 1)) == 1:
+            st.compute_at(cons[0], spot)
+        else:
+            bind_flat(st, self.threads(st))
+        self.done.add(st.name)
