@@ -1,3 +1,30 @@
 import os
 
 os.environ.setdefault("AUTOSCHED_VERIFY", "1")
+
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/ from this run")
+
+
+@pytest.fixture
+def golden(request):
+    """``golden("name.txt", text)``: compare with tests/golden/name.txt (or rewrite it with --update-golden)."""
+
+    def check(name: str, text: str) -> None:
+        path = GOLDEN / name
+        if request.config.getoption("--update-golden") or not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text)
+            if not request.config.getoption("--update-golden"):
+                pytest.fail(f"golden file {path} did not exist; written now, check it and commit it")
+            return
+        assert text == path.read_text(), f"output differs from {path}; if intended, rerun with --update-golden"
+
+    return check
