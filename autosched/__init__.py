@@ -15,5 +15,6 @@ from .search_space.schedule import Schedule, create_schedule, replay
 from .te.workload import workload
 
 __all__ = [
-    "Schedule", "build", "create_schedule", "default_schedule", "load", "lower", "ops", "replay", "te", "workload",
+    "Schedule", "build", "create_schedule", "default_schedule", "load", "lower", "ops", "replay", "te",
+    "workload",
 ]  # fmt: skip

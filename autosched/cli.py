@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AutoschedError
+from .runtime.cli_build import add_build_parser
 
 
 def _parse_value(text: str) -> Any:
@@ -129,8 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     lm.add_argument("-o", "--output", required=True)
     lm.add_argument("--keep", choices=["all", "best"], default="all")
     lg.set_defaults(func=cmd_logs)
-    from .runtime.cli_build import add_build_parser  # build: runtime/cli_build.py
-    add_build_parser(sub)
+    add_build_parser(sub)  # autosched build: runtime/cli_build.py
     return p
 
 

@@ -38,7 +38,9 @@ def matmul(a: Any, b: Any, *, platform: Platform = "auto", logs: Logs = None) ->
         raise ValueError(f"autosched.ops.matmul: a and b must be 2-d, got shapes {a.shape} and {b.shape}")
     args = {"M": a.shape[0], "N": b.shape[1], "K": a.shape[1], "dtype": _dt(a)}
     if b.shape[0] != a.shape[1]:
-        raise ValueError(f"autosched.ops.matmul: a is {a.shape}, b is {b.shape}: a's columns must equal b's rows")
+        raise ValueError(
+            f"autosched.ops.matmul: a is {a.shape}, b is {b.shape}: a's columns must equal b's rows"
+        )
     return run_op("matmul", "ops_matmul", args, [a, b], platform, logs)
 
 
@@ -79,11 +81,14 @@ def conv2d(
     """NCHW conv: data (N, C, H, W), weight (K, C/groups, R, S); padding int, (h, w) or (t, l, b, r)."""
     d, w = as_array("conv2d", "data", data), as_array("conv2d", "weight", weight)
     if d.ndim != 4 or w.ndim != 4:
-        raise ValueError(f"autosched.ops.conv2d: data and weight must be 4-d (NCHW, KCRS), got {d.shape}, {w.shape}")
+        raise ValueError(
+            f"autosched.ops.conv2d: data and weight must be 4-d (NCHW, KCRS), got {d.shape}, {w.shape}"
+        )
     N, C, H, W = d.shape
     K, _, R, S = w.shape
     args = {"N": N, "C": C, "H": H, "W": W, "K": K, "R": R, "S": S, "stride": _t(stride),
-            "padding": _t(padding), "dilation": _t(dilation), "groups": int(groups), "dtype": _dt(d)}  # fmt: skip
+            "padding": _t(padding), "dilation": _t(dilation), "groups": int(groups),
+            "dtype": _dt(d)}  # fmt: skip
     return run_op("conv2d", "ops_conv2d", args, [d, w], platform, logs)
 
 
@@ -94,7 +99,9 @@ def depthwise_conv2d(
     """Depthwise NCHW conv with weight (C, M, R, S): output channel c*M + m."""
     d, w = as_array("depthwise_conv2d", "data", data), as_array("depthwise_conv2d", "weight", weight)
     if d.ndim != 4 or w.ndim != 4:
-        raise ValueError(f"autosched.ops.depthwise_conv2d: data and weight must be 4-d, got {d.shape}, {w.shape}")
+        raise ValueError(
+            f"autosched.ops.depthwise_conv2d: data and weight must be 4-d, got {d.shape}, {w.shape}"
+        )
     N, C, H, W = d.shape
     _, M, R, S = w.shape
     args = {"N": N, "C": C, "H": H, "W": W, "M": M, "R": R, "S": S, "stride": _t(stride),
@@ -124,7 +131,12 @@ def avg_pool2d(
     platform: Platform = "auto", logs: Logs = None,
 ) -> np.ndarray:  # fmt: skip
     """Mean over kernel windows; padding is left out of the divisor unless ``count_include_pad``."""
-    extra = {"kernel": kernel, "stride": stride, "padding": padding, "count_include_pad": bool(count_include_pad)}
+    extra = {
+        "kernel": kernel,
+        "stride": stride,
+        "padding": padding,
+        "count_include_pad": bool(count_include_pad),
+    }
     return _pool("avg_pool2d", data, extra, platform, logs)
 
 

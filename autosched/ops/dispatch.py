@@ -43,9 +43,13 @@ def as_array(op: str, name: str, x: Any) -> np.ndarray:
         return x if x.flags.c_contiguous else np.ascontiguousarray(x)
     if hasattr(x, "__dlpack__"):
         if hasattr(x, "__dlpack_device__") and int(x.__dlpack_device__()[0]) != _DLPACK_CPU:
-            raise ValueError(f"autosched.ops.{op}: {name} is on DLPack device {x.__dlpack_device__()}, not the CPU")
+            raise ValueError(
+                f"autosched.ops.{op}: {name} is on DLPack device {x.__dlpack_device__()}, not the CPU"
+            )
         return np.ascontiguousarray(np.from_dlpack(x))
-    raise TypeError(f"autosched.ops.{op}: {name} must be a numpy array or support DLPack, got {type(x).__name__}")
+    raise TypeError(
+        f"autosched.ops.{op}: {name} must be a numpy array or support DLPack, got {type(x).__name__}"
+    )
 
 
 def resolve_platform(platform: str) -> str:
@@ -150,9 +154,10 @@ def _warn_once(op: str, inst: Any, fingerprint: str, paths: Sequence[Path], why:
     shown = {k: v for k, v in inst.args.items() if k != "dtype"}
     kv = " ".join(shlex.quote(f"{k}={v}".replace(" ", "")) for k, v in inst.args.items())
     where = f"{len(paths)} log(s)" if paths else "no logs (pass logs= or set AUTOSCHED_LOGS)"
+    op_file = Path(__file__).parent / "workloads.py"
     warnings.warn(
         f"autosched.ops.{op}{shown}: {why} for {fingerprint} in {where}; using the default schedule, "
-        f"which can be several times slower. Tune it with: autosched tune {Path(__file__).parent / 'workloads.py'} "
+        f"which can be several times slower. Tune it with: autosched tune {op_file} "
         f"--workload {inst.name} --args {kv} --log tuning_logs/<chip>.jsonl",
         UntunedWarning,
         stacklevel=5,

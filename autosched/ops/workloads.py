@@ -104,7 +104,11 @@ BINARY: dict[str, Any] = {
     "maximum": topi.maximum, "minimum": topi.minimum,
 }  # fmt: skip
 UNARY: dict[str, Any] = {
-    "relu": topi.relu, "exp": topi.exp, "tanh": topi.tanh, "sigmoid": topi.sigmoid, "gelu": topi.gelu
+    "relu": topi.relu,
+    "exp": topi.exp,
+    "tanh": topi.tanh,
+    "sigmoid": topi.sigmoid,
+    "gelu": topi.gelu,
 }
 REDUCE: dict[str, Any] = {"sum": topi.sum, "max": topi.max, "min": topi.min, "mean": topi.mean}
 

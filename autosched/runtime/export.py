@@ -178,7 +178,9 @@ def export_library(
         try:
             sch = replay(list(fn.instance.outputs), fn.trace)
         except ScheduleError as e:
-            raise ExportError(f"workload {fn.instance.name}: the record from {log} does not replay: {e}") from e
+            raise ExportError(
+                f"workload {fn.instance.name}: the record from {log} does not replay: {e}"
+            ) from e
         objects.append(adapter.compile_object(lower(sch, fn.instance.tensors, fn.name)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

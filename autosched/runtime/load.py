@@ -53,7 +53,8 @@ class LibraryFunction:
     def signature(self) -> str:
         """E.g. ``matmul(A: float32[64, 64], B: float32[64, 64], C: float32[64, 64] (out))``."""
         parts = [
-            f"{a['name']}: {a['dtype']}{a['shape']}{' (out)' if a['role'] == 'output' else ''}" for a in self.args
+            f"{a['name']}: {a['dtype']}{a['shape']}{' (out)' if a['role'] == 'output' else ''}"
+            for a in self.args
         ]
         return f"{self.name}({', '.join(parts)})"
 
@@ -122,7 +123,9 @@ def _writable_view(view: np.ndarray) -> np.ndarray:
 class Library:
     """A loaded library: ``lib.<function>(...)``; ``lib.functions`` by name; ``lib.manifest``."""
 
-    def __init__(self, directory: Path, manifest: dict[str, Any], handle: Any, functions: list[LibraryFunction]):
+    def __init__(
+        self, directory: Path, manifest: dict[str, Any], handle: Any, functions: list[LibraryFunction]
+    ):
         self.directory = directory
         self.manifest = manifest
         self._handle = handle  # keeps the library mapped while any function is reachable through us
@@ -132,9 +135,8 @@ class Library:
         functions = self.__dict__.get("functions", {})
         if name in functions:
             return functions[name]
-        raise AttributeError(
-            f"library {self.__dict__.get('directory')} has no function {name!r}; it has: {', '.join(functions)}"
-        )
+        where = self.__dict__.get("directory")
+        raise AttributeError(f"library {where} has no function {name!r}; it has: {', '.join(functions)}")
 
     def __dir__(self) -> list[str]:
         return [*super().__dir__(), *self.functions]
@@ -198,7 +200,8 @@ def load(directory: str | os.PathLike[str]) -> Library:
     digest = hashlib.sha256(data).hexdigest()
     if digest != manifest["sha256"]:
         raise LoadError(
-            f"{so}: checksum mismatch (sha256 {digest[:16]}..., manifest says {str(manifest['sha256'])[:16]}...): "
+            f"{so}: checksum mismatch (sha256 {digest[:16]}..., manifest says "
+            f"{str(manifest['sha256'])[:16]}...): "
             "the library was changed or corrupted after it was built; rebuild it"
         )
     try:

@@ -182,6 +182,12 @@ class _Builder:
             inner.append(i1)
         consumer.reorder(*outer0, *outer1, *inner)
         producer.compute_at(consumer, outer1[-1])
+        if self.packable(p_op) and self.choose(f"{name}/pack", (False, True)):
+            # Copy the reused input's tile into a contiguous buffer once per outer tile (BLIS packing).
+            for t in self.packable(p_op):
+                packed = self.s.cache_read(t, "local", [producer.name])
+                self.s[packed].compute_at(consumer, outer0[-1])
+                self.s[packed].vectorize(self.s[packed].op.axis[-1])
         depth = self.choose(f"{name}/parallel_depth", (1, 2))
         par = outer0 if depth == 1 else outer0 + outer1
         fused = consumer.fuse(*par) if len(par) > 1 else par[0]
@@ -206,6 +212,19 @@ class _Builder:
         if unroll:
             producer.pragma(r0[0], "auto_unroll_max_step", unroll)
         self.done.update({producer.name, consumer.name})
+
+    def packable(self, op: ComputeOp) -> list[Tensor]:
+        """Inputs read along the vectorized (last spatial) axis that ignore another spatial axis."""
+        last = op.axis[-1]
+        spatial = {id(a) for a in op.axis}
+        found: list[Tensor] = []
+        for n in walk(op.body):
+            if not isinstance(n, TensorRead) or n.tensor in found:
+                continue
+            used = {id(v) for idx in n.indices for v in walk(idx) if id(v) in spatial}
+            if used != spatial and any(v is last for v in walk(n.indices[-1])):
+                found.append(n.tensor)
+        return found
 
     def plain_reduction(self, st: Stage) -> None:
         op = st.op

@@ -33,8 +33,12 @@ def conv2d_ref(x, w, stride=1, padding=0, dilation=1, groups=1):
         xs = x[:, g * Cg : (g + 1) * Cg]
         for r in range(R):
             for s in range(S):
-                patch = xs[:, :, r * dh : r * dh + sh * (oh - 1) + 1 : sh, s * dw : s * dw + sw * (ow - 1) + 1 : sw]
-                out[:, g * kg : (g + 1) * kg] += np.einsum("nchw,kc->nkhw", patch, w[g * kg : (g + 1) * kg, :, r, s])
+                patch = xs[
+                    :, :, r * dh : r * dh + sh * (oh - 1) + 1 : sh, s * dw : s * dw + sw * (ow - 1) + 1 : sw
+                ]
+                out[:, g * kg : (g + 1) * kg] += np.einsum(
+                    "nchw,kc->nkhw", patch, w[g * kg : (g + 1) * kg, :, r, s]
+                )
     return out
 
 
@@ -94,13 +98,18 @@ def cases():
         "matmul": (lambda: ops.matmul(a, b), lambda: a @ b),
         "batch_matmul": (lambda: ops.batch_matmul(ba, bb), lambda: ba @ bb),
         "batch_matmul_nt_broadcast": (
-            lambda: ops.batch_matmul(ba, bt, transpose_b=True), lambda: ba @ bt.transpose(0, 2, 1)
+            lambda: ops.batch_matmul(ba, bt, transpose_b=True),
+            lambda: ba @ bt.transpose(0, 2, 1),
         ),
         "dense": (lambda: ops.dense(x, w), lambda: x @ w.T),
         "dense_bias_relu": (
-            lambda: ops.dense(x, w, bias, activation="relu"), lambda: np.maximum(x @ w.T + bias, 0)
+            lambda: ops.dense(x, w, bias, activation="relu"),
+            lambda: np.maximum(x @ w.T + bias, 0),
         ),
-        "dense_bias_gelu": (lambda: ops.dense(x, w, bias, activation="gelu"), lambda: gelu_ref(x @ w.T + bias)),
+        "dense_bias_gelu": (
+            lambda: ops.dense(x, w, bias, activation="gelu"),
+            lambda: gelu_ref(x @ w.T + bias),
+        ),
         "conv2d_grouped_strided_dilated": (
             lambda: ops.conv2d(img, kern, stride=2, padding=2, dilation=2, groups=2),
             lambda: conv2d_ref(img, kern, 2, 2, 2, groups=2),
@@ -120,7 +129,10 @@ def cases():
         "softmax_axis1": (lambda: ops.softmax(t3, axis=1), lambda: softmax_ref(t3, axis=1)),
         "layer_norm": (lambda: ops.layer_norm(t3, g, beta), lambda: layer_norm_ref(t3, g, beta)),
         "attention": (lambda: ops.attention(q, k, v), lambda: attention_ref(q, k, v)),
-        "attention_causal": (lambda: ops.attention(q, k, v, causal=True), lambda: attention_ref(q, k, v, True)),
+        "attention_causal": (
+            lambda: ops.attention(q, k, v, causal=True),
+            lambda: attention_ref(q, k, v, True),
+        ),
         "add_broadcast": (lambda: ops.add(e1, e2), lambda: e1 + e2),
         "subtract": (lambda: ops.subtract(e1, e2), lambda: e1 - e2),
         "multiply_scalar": (lambda: ops.multiply(e1, 3.0), lambda: e1 * 3.0),
@@ -206,7 +218,9 @@ def test_tuned_record_is_used(cache, tmp_path):
     C = s[inst.outputs[0]]
     io, ii = C.split(C.op.axis[0], factor=2)
     C.unroll(ii)
-    append_records(tmp_path / "log.jsonl", [make_record(inst, target, get_adapter(target).info(), s.trace, [1e-6])])
+    append_records(
+        tmp_path / "log.jsonl", [make_record(inst, target, get_adapter(target).info(), s.trace, [1e-6])]
+    )
     a, b = rand(4, 8), rand(8, 16)
     ops.clear_memory_cache()
     with warnings.catch_warnings():
