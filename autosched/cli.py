@@ -54,7 +54,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"
     options = TuneOptions(
         trials=ns.trials, batch_size=ns.batch_size, strategy=ns.strategy, resume=ns.resume, seed=ns.seed,
-        num_threads=ns.threads, timeout_s=ns.timeout,
+        num_threads=ns.threads, timeout_s=ns.timeout, early_stopping=ns.early_stop,
     )  # fmt: skip
     with TuneProgress(options.trials) as progress:
         tuner = Tuner(instances, ns.target, log, options, reporter=progress.report)
@@ -63,7 +63,8 @@ def cmd_tune(ns: argparse.Namespace) -> int:
             for note in tuner.load_previous(task):
                 progress.note(note)
         try:
-            tasks = tuner.run()
+            scheduled = ns.task_scheduler == "gradient" and len(tuner.tasks) > 1
+            tasks = tuner.run_scheduled() if scheduled else tuner.run()
         except KeyboardInterrupt:
             progress.stop()
             print(f"\ninterrupted: every finished batch is in {log}; continue with --resume", file=sys.stderr)
@@ -106,7 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--target", default="llvm-cpu", help="e.g. llvm-cpu, 'llvm-cpu -mcpu=haswell'")
     t.add_argument("--log", help="tuning log (JSON lines); default tuning_logs/<op file>.jsonl")
     t.add_argument("--resume", action="store_true", help="count the log's records toward --trials")
-    t.add_argument("--strategy", default="random", choices=["random", "evolutionary"])
+    t.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "random"],
+                   help="model-guided evolutionary search (default) or random sampling")  # fmt: skip
+    t.add_argument("--task-scheduler", default="gradient", choices=["gradient", "sequential"],
+                   help="several workloads: give each batch where it cuts total latency most (gradient, "
+                        "default), or tune them one after another")  # fmt: skip
+    t.add_argument("--early-stop", action="store_true",
+                   help="stop a workload when several rounds in a row bring no improvement")  # fmt: skip
     t.add_argument("--batch-size", type=int, default=16)
     t.add_argument("--threads", type=int, help="threads per kernel (default: all cores)")
     t.add_argument("--timeout", type=float, default=10.0, help="seconds before a candidate run is killed")

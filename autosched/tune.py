@@ -56,27 +56,31 @@ class TaskState:
 class TuneOptions:
     trials: int = 200  # per workload; with resume, records already in the log count
     batch_size: int = 16
-    strategy: str = "random"
+    strategy: str = "evolutionary"
     resume: bool = False
     seed: int = 0
     num_threads: int | None = None
     timeout_s: float = 10.0
     repeat: int = 5
     baseline: bool = True
+    early_stopping: bool = False  # stop a task when its strategy says it has converged
 
 
 Reporter = Callable[[str, TaskState], None]  # event ("start" | "batch" | "done"), task
 
 
-def make_strategy(name: str, policy: SketchPolicy, seed: int, target: Target) -> SearchStrategy:
+def make_strategy(
+    name: str, policy: SketchPolicy, seed: int, target: Target, model: Any = None
+) -> SearchStrategy:
+    """``model``: a cost model shared by the evolutionary searches of several tasks (one is made if None)."""
     if name == "random":
         from .search.random_search import RandomSearch
 
         return RandomSearch(policy, seed)
     if name == "evolutionary":
-        from .search.evolutionary import EvolutionarySearch  # type: ignore[import-not-found]
+        from .search.evolutionary import EvolutionarySearch
 
-        return EvolutionarySearch(policy, seed=seed, target=target)  # type: ignore[no-any-return]
+        return EvolutionarySearch(policy, seed=seed, target=target, model=model)
     raise ValueError(f"unknown search strategy {name!r}; expected 'evolutionary' or 'random'")
 
 
@@ -121,9 +125,16 @@ class Tuner:
         self.measurer = measurer or self._local_measurer()
         cores = self.options.num_threads or self.chip.cores
         lanes = max(4, self.chip.vector_bits // 32)
+        self.model = self._shared_model()
         self.tasks = [self._task(inst, cores, lanes) for inst in instances]
 
     def _local_measurer(self) -> Any:
+        # --- GPU-style targets (issue 6): compiled and timed in this process by their adapter ---
+        if self.target.kind in ("opencl", "cuda"):
+            from .measure.device_measurer import DeviceMeasurer
+
+            return DeviceMeasurer(str(self.target), repeat=self.options.repeat)
+        # --- end GPU-style targets ---
         from .measure.builder import LocalBuilder
         from .measure.measure import LocalMeasurer
         from .measure.runner import LocalRunner
@@ -135,8 +146,15 @@ class Tuner:
 
     def _task(self, inst: WorkloadInstance, cores: int, lanes: int) -> TaskState:
         mt = MeasureTask.create(inst.name, inst.tensors, str(self.target), flops=inst.flop_count())
-        policy = SketchPolicy(list(inst.outputs), cores=cores, lanes=lanes)
-        strategy = make_strategy(self.options.strategy, policy, self.options.seed, self.target)
+        policy: Any = SketchPolicy(list(inst.outputs), cores=cores, lanes=lanes)
+        # --- GPU-style targets (issue 6): blocks, threads and shared memory instead of cores and lanes ---
+        if self.target.kind in ("opencl", "cuda"):
+            from .search_space.gpu_sketch import GPUSketchPolicy
+
+            shared = self.chip.shared_mem_bytes or 48 * 1024
+            policy = GPUSketchPolicy(list(inst.outputs), self.chip.max_threads_per_block, shared)
+        # --- end GPU-style targets ---
+        strategy = make_strategy(self.options.strategy, policy, self.options.seed, self.target, self.model)
         return TaskState(inst, mt, strategy)
 
     # Log ------------------------------------------------------------------------------------------
@@ -171,20 +189,72 @@ class Tuner:
         return self.tasks
 
     def tune_task(self, task: TaskState) -> None:
+        self._begin(task)
+        while task.trials < task.budget and self._step(task, task.budget - task.trials):
+            pass
+        self.reporter("done", task)
+
+    def _begin(self, task: TaskState) -> None:
         o = self.options
         if o.baseline:
             task.baseline_s, task.baseline_label = time_baseline(task.inst, task.measure_task)
         task.budget = max(0, o.trials - (task.previous if o.resume else 0))
         self.reporter("start", task)
-        while task.trials < task.budget:
-            n = min(o.batch_size, task.budget - task.trials)
-            candidates = task.strategy.propose(n, task.measured)
-            if not candidates:
-                break  # the space is exhausted
-            results = self.measurer.measure(task.measure_task, [c.trace for c in candidates])
-            self._record(task, candidates, results)
-            self.reporter("batch", task)
-        self.reporter("done", task)
+
+    def _step(self, task: TaskState, limit: int) -> bool:
+        """Measure one batch of at most ``limit``; False when the task can make no more progress."""
+        if self.options.early_stopping and getattr(task.strategy, "converged", False):
+            return False
+        candidates = task.strategy.propose(min(self.options.batch_size, limit), task.measured)
+        if not candidates:
+            return False  # the space is exhausted
+        results = self.measurer.measure(task.measure_task, [c.trace for c in candidates])
+        self._record(task, candidates, results)
+        self.reporter("batch", task)
+        return True
+
+    # Task scheduler (issue 4) ---------------------------------------------------------------------
+    def _shared_model(self) -> Any:
+        """One cost model for every task of this run, so what one workload teaches helps the others."""
+        if self.options.strategy != "evolutionary":
+            return None
+        from .cost_model.xgb import XGBModel
+
+        return XGBModel(seed=self.options.seed)
+
+    def run_scheduled(self, scheduler: Any = None) -> list[TaskState]:
+        """Tune all tasks together: each batch goes to the task where it should cut the summed latency
+        most (:class:`~autosched.search.task_scheduler.GradientTaskScheduler`). The total budget is the
+        sum of the per-task budgets; a task may get more or fewer trials than its share.
+        """
+        from .search.task_scheduler import GradientTaskScheduler, TaskProgress
+
+        sched = scheduler or GradientTaskScheduler(seed=self.options.seed)
+        try:
+            for task in self.tasks:
+                self._begin(task)
+            left = sum(t.budget for t in self.tasks)
+            done = [t.budget == 0 for t in self.tasks]
+            while left > 0:
+                views = [
+                    TaskProgress(t.best_cost, t.trials, t.history, float(t.inst.flop_count()), t.inst.name,
+                                 done=d)
+                    for t, d in zip(self.tasks, done)
+                ]  # fmt: skip
+                i = sched.next_task(views)
+                if i is None:
+                    break
+                task = self.tasks[i]
+                before = task.trials
+                if not self._step(task, left):
+                    done[i] = True
+                left -= task.trials - before
+            for task in self.tasks:
+                self.reporter("done", task)
+        finally:
+            if self._own_measurer:
+                self.measurer.close()
+        return self.tasks
 
     def _record(self, task: TaskState, candidates: list[Candidate], results: list[MeasureResult]) -> None:
         records: list[TuningRecord] = []

@@ -48,7 +48,8 @@ STORE_FEATURE_NAMES: tuple[str, ...] = tuple(
     + ["par_extent", "par_loops", "par_balance", "par_depth", "work_per_thread"]
     + ["blockIdx", "threadIdx", "vthread", "guards", "selects"]
     + ["scope_global", "scope_local", "scope_shared", "out_bytes", "alloc_bytes", "alloc_over_l1"]
-    + [f"intensity_l{k}" for k in range(1, LEVELS + 1)] + ["intensity"]
+    + [f"intensity_l{k}" for k in range(1, LEVELS + 1)]
+    + ["intensity"]
     + [f"footprint_l{k}" for k in range(1, LEVELS + 1)]
     + [f"{c}_{w}" for c in ("l1", "l2", "l3") for w in ("traffic", "intensity")]
     + [f"buf{b}_{n}" for b in range(SLOTS) for n in _SLOT_NAMES]
@@ -253,7 +254,8 @@ class _Extractor:
     ) -> list[float]:
         """Footprints, intensities, cache traffic, and the per-buffer slots."""
         accesses: dict[int, _Access] = {}
-        for buf, idx, is_write in [(s.buffer, s.indices, True), *((ld.buffer, ld.indices, False) for ld in loads)]:
+        touched = [(s.buffer, s.indices, True), *((ld.buffer, ld.indices, False) for ld in loads)]
+        for buf, idx, is_write in touched:
             acc = accesses.get(id(buf))
             if acc is None:
                 acc = accesses[id(buf)] = _Access(buf, [self.linear(i) for i in idx])

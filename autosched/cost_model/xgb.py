@@ -78,7 +78,7 @@ class XGBModel:
         seed: int = 0,
         nthread: int = 1,
         rounds: int = 60,
-        max_depth: int = 8,
+        max_depth: int = 5,
         eta: float = 0.2,
     ):
         if objective not in ("auto", *OBJECTIVES):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import threading
 import warnings
 from collections.abc import Sequence
@@ -18,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import AutoschedError
 from . import kernels
-from .logs import log_paths
+from .logs import best_record, log_paths
 
 _DLPACK_CPU = 1
 # Untuned kernels smaller than this run on one thread: waking OpenMP threads costs more than it saves
@@ -118,18 +120,12 @@ def _prepare(op: str, workload: str, args: dict[str, Any], platform: str, logs: 
     target_str = resolve_platform(platform)
     target, adapter, fingerprint, cores = _chip(target_str)
     paths = log_paths(logs)
-    from .logs import best_record
-
     rec = best_record(paths, inst.key, fingerprint)
     trace = None if rec is None else rec.trace
     if trace is not None:
         try:
             kernel = kernels.get_kernel(inst, target, adapter, fingerprint, trace)
-        except Exception as e:  # a stale record must not stop the application; say so and go on
-            from ..errors import AutoschedError
-
-            if not isinstance(e, AutoschedError):
-                raise
+        except AutoschedError as e:  # a stale record must not stop the application; say so and go on
             _warn_once(op, inst, fingerprint, paths, f"the tuned record failed ({e})")
             trace = None
     if trace is None:
@@ -151,17 +147,26 @@ def _warn_once(op: str, inst: Any, fingerprint: str, paths: Sequence[Path], why:
     if key in _warned:
         return
     _warned.add(key)
-    shown = {k: v for k, v in inst.args.items() if k != "dtype"}
+    shown = ", ".join(f"{k}={v!r}" for k, v in inst.args.items())
     kv = " ".join(shlex.quote(f"{k}={v}".replace(" ", "")) for k, v in inst.args.items())
     where = f"{len(paths)} log(s)" if paths else "no logs (pass logs= or set AUTOSCHED_LOGS)"
     op_file = Path(__file__).parent / "workloads.py"
     warnings.warn(
-        f"autosched.ops.{op}{shown}: {why} for {fingerprint} in {where}; using the default schedule, "
-        f"which can be several times slower. Tune it with: autosched tune {op_file} "
+        f"autosched.ops.{op} ({inst.name}({shown})): {why} for {fingerprint} in {where}; using the "
+        f"default schedule, which can be several times slower. Tune it with: autosched tune {op_file} "
         f"--workload {inst.name} --args {kv} --log tuning_logs/<chip>.jsonl",
         UntunedWarning,
-        stacklevel=5,
+        stacklevel=_caller_level(),
     )
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside autosched.ops."""
+    here = str(Path(__file__).parent)
+    frame, level = sys._getframe(1), 1  # the frame that calls warnings.warn is level 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def clear_memory_cache() -> None:

@@ -1,7 +1,7 @@
 """Compiled kernels of the op library, cached in memory and on disk.
 
-On disk a kernel is a shared library named by a hash of (autosched version, workload key, target and
-its fingerprint, trace), in ``$AUTOSCHED_CACHE_DIR`` or ``~/.cache/autosched``; a second process loads
+On disk a kernel is a shared library named by a hash of (the compiler's code, workload key, target
+and its fingerprint, trace), in ``$AUTOSCHED_CACHE_DIR`` or ``~/.cache/autosched``; a second process loads
 it without compiling. Files appear by atomic rename, so concurrent processes never see half of one.
 
 Example::
@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -38,11 +39,26 @@ def cache_dir() -> Path:
     return Path(base) / "autosched"
 
 
+@functools.cache
+def compiler_digest() -> str:
+    """A hash of the code that turns a trace into machine code (lowering, codegen, adapters).
+
+    Part of every cache name, so a fixed code generator never serves kernels its old self compiled,
+    even when the version number did not change (a development checkout).
+    """
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(__version__.encode())
+    for sub in ("lower", "codegen", "hai", "search_space"):
+        for f in sorted((root / sub).glob("*.py")):
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def kernel_digest(workload_key: str, target: str, fingerprint: str, trace: Any) -> str:
-    """The cache name of a kernel: the same workload, chip and schedule give the same file."""
+    """The cache name of a kernel: the same workload, chip, schedule and compiler give the same file."""
     from ..records.log import trace_key
 
-    text = "\n".join([__version__, workload_key, target, fingerprint, trace_key(tuple(trace))])
+    text = "\n".join([compiler_digest(), workload_key, target, fingerprint, trace_key(tuple(trace))])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

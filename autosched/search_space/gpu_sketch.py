@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .schedule import Schedule, create_schedule
-from .sketch import UNROLL_STEPS, Decisions, _Builder, _prod, has_reuse, sample_tiles
+from .sketch import UNROLL_STEPS, Decisions, _Builder, _prod, has_reuse
 from .stage import Stage
 
 THREADS = (32, 64, 128, 256, 512)

@@ -96,15 +96,27 @@ def decision_kind(key: str) -> str:
 
 
 def mutate(decisions: Decisions, rng: random.Random, tries: int = 8) -> Decisions | None:
-    """A copy of ``decisions`` with one value changed, or None when nothing can change."""
-    keys = sorted(k for k in decisions if decision_kind(k) in MUTATORS)
+    """A copy of ``decisions`` with one value changed, or None when nothing can change.
+
+    Kinds without a mutator (new sketch rules) are still explored: a bool is flipped, anything else
+    is dropped so that ``sample`` draws it afresh.
+    """
+    keys = sorted(decisions)
     for _ in range(tries):
         if not keys:
             return None
         key = rng.choice(keys)
-        new = MUTATORS[decision_kind(key)](decisions[key], rng)
-        if new is not None and new != decisions[key]:
-            out = dict(decisions)
+        value = decisions[key]
+        mutator = MUTATORS.get(decision_kind(key))
+        out = dict(decisions)
+        if mutator is not None:
+            new = mutator(value, rng)
+            if new is None or new == value:
+                continue
             out[key] = new
-            return out
+        elif isinstance(value, bool):
+            out[key] = not value
+        else:
+            del out[key]
+        return out
     return None

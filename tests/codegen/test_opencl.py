@@ -1,0 +1,104 @@
+"""Every op kind on ``opencl`` (PoCL on this CPU): the default GPU schedule and sampled GPU sketches."""
+
+import random
+
+import numpy as np
+import pytest
+
+from autosched.errors import CompileError
+from autosched.hai.registry import get_adapter
+from autosched.lower.pipeline import lower
+from autosched.search_space.gpu_sketch import GPUSketchPolicy, default_gpu_schedule
+from autosched.search_space.schedule import create_schedule
+from autosched.te.reference import random_inputs
+from autosched.testing import assert_matches_numpy, split_args
+from autosched.topi.workloads import SMALL_CASES
+
+
+def _opencl_or_skip():
+    try:
+        import pyopencl as cl
+
+        if not [d for p in cl.get_platforms() for d in p.get_devices()]:
+            return "no OpenCL device"
+    except Exception as e:  # no pyopencl, or no ICD / platform: PoCL missing
+        return f"pyopencl/PoCL unavailable: {e}"
+    return None
+
+
+_why = _opencl_or_skip()
+pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
+
+
+def inputs_for(name, args, seed):
+    ins, _ = split_args(args)
+    arrays = random_inputs(ins, seed=seed, int_high=14)
+    if name == "batch_norm":
+        arrays[-1] = np.abs(arrays[-1]) + 0.1  # a variance is positive
+    return arrays
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_CASES))
+def test_default_gpu_schedule(name):
+    args = SMALL_CASES[name]()
+    assert_matches_numpy(default_gpu_schedule([args[-1]]), args, "opencl", inputs=inputs_for(name, args, 0))
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_CASES))
+def test_gpu_sketch_samples(name):
+    args = SMALL_CASES[name]()
+    policy = GPUSketchPolicy([args[-1]], max_threads=64)
+    rng = random.Random(name)
+    for i in range(2):
+        s, decisions = policy.sample(rng)
+        assert decisions == policy.sample(random.Random(0), decisions)[1]  # decisions rebuild it
+        assert_matches_numpy(s, args, "opencl", inputs=inputs_for(name, args, i))
+
+
+@pytest.mark.parametrize("name", ["matmul", "conv2d", "dense_bias_relu"])
+def test_shared_memory_tiling(name):
+    """Cooperative fetches into shared memory, with barriers, and vthreads."""
+    args = SMALL_CASES[name]()
+    policy = GPUSketchPolicy([args[-1]], max_threads=64)
+    rng = random.Random(1)
+    for i in range(2):
+        s, d = policy.sample(rng, {k: True for k in policy.sample(rng)[1] if k.endswith("/shared")})
+        assert any(st.name.endswith(".shared") for st in s.stages)
+        source = str(get_adapter("opencl").render(lower(s, args, "k")))
+        assert "__local float" in source and "barrier(CLK_LOCAL_MEM_FENCE);" in source
+        assert_matches_numpy(s, args, "opencl", inputs=inputs_for(name, args, i))
+
+
+def test_launch_shape_and_guards():
+    """One kernel per root stage; the largest extent on a tag sets it, smaller loops are guarded."""
+    args = SMALL_CASES["softmax"]()
+    s = default_gpu_schedule([args[-1]], max_threads=16)
+    prog = get_adapter("opencl").render(lower(s, args, "softmax"))
+    assert len(prog.kernels) == len([st for st in s.stages if st.attach[0] == "root" and st.is_compute])
+    assert all(k.block[0] <= 16 for k in prog.kernels)
+    assert prog.temps  # the intermediates between kernels live in device buffers
+
+
+def test_serial_nest_runs_with_one_work_item():
+    args = SMALL_CASES["matmul"]()
+    s = create_schedule(args[-1])
+    prog = get_adapter("opencl").render(lower(s, args, "mm"))
+    assert prog.kernels[0].grid == (1, 1, 1) and prog.kernels[0].block == (1, 1, 1)
+    assert_matches_numpy(s, args, "opencl")
+
+
+def test_thread_bound_reduction_is_refused():
+    args = SMALL_CASES["reduce_sum"]()
+    s = create_schedule(args[-1])
+    s[args[-1]].bind(args[-1].op.reduce_axis[-1], "threadIdx.x")
+    with pytest.raises(CompileError, match="race"):
+        get_adapter("opencl").render(lower(s, args, "r"))
+
+
+def test_opencl_chip_facts():
+    from autosched.hai.opencl import OpenCLAdapter
+
+    adapter = get_adapter("opencl")
+    assert isinstance(adapter, OpenCLAdapter)
+    info = adapter.info()
+    assert info.max_threads_per_block >= 1 and info.shared_mem_bytes > 0 and info.cores >= 1
