@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,10 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..target import parse_target
-from ..te.expr import Binary, Call, children
-from ..te.graph import topo_order
 from ..te.reference import evaluate, random_inputs
-from ..te.tensor import ComputeOp, PlaceholderOp, Reduce, Tensor, TensorRead
+from ..te.tensor import PlaceholderOp, Tensor
+from ..te.workload import count_flops
 from ..testing import TOLERANCE
 
 DEFAULT_TOLERANCE = (1e-5, 1e-6)  # (rtol, atol) for dtypes TOLERANCE does not list
@@ -63,7 +61,7 @@ class MeasureTask:
             inputs=tuple(inputs),
             expected=tuple(np.ascontiguousarray(e) for e in expected),
             tolerances=tuple(TOLERANCE.get(t.dtype, DEFAULT_TOLERANCE) for t in outs),
-            flops=float(estimate_flops(outs) if flops is None else flops),
+            flops=float(count_flops(outs) if flops is None else flops),
         )
 
     @property
@@ -75,29 +73,3 @@ class MeasureTask:
         """The kernel's C symbol: the task name made a valid identifier."""
         ident = re.sub(r"\W", "_", self.name) or "kernel"
         return ident if not ident[0].isdigit() else f"k_{ident}"
-
-
-def estimate_flops(outputs: Sequence[Tensor]) -> int:
-    """Arithmetic operations of one run: per compute, points x (binary ops and calls + 1 per reduce).
-
-    Index arithmetic is not counted. Example: a 64^3 matmul is ``2 * 64**3``.
-    """
-    total = 0
-    for op in topo_order(outputs):
-        if not isinstance(op, ComputeOp):
-            continue
-        points = math.prod(op.shape) * math.prod(a.extent for a in op.reduce_axis)
-        total += points * max(1, _count_ops(op.body))
-    return total
-
-
-def _count_ops(e: object) -> int:
-    stack, n = [e], 0
-    while stack:
-        node = stack.pop()
-        if isinstance(node, TensorRead):
-            continue  # indices are address arithmetic, not flops
-        if isinstance(node, (Binary, Call, Reduce)):
-            n += 1
-        stack.extend(children(node))  # type: ignore[arg-type]
-    return n

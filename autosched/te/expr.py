@@ -6,7 +6,6 @@ comparison node, as in TVM, so structural equality lives in :func:`structural_ke
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -365,19 +364,3 @@ def children(e: Expr) -> tuple[Expr, ...]:
 def const_value(e: Expr) -> Any:
     """The Python value of a constant, or None."""
     return e.value if isinstance(e, Const) else None
-
-
-def fold_float(op: str, a: float, b: float) -> float:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        return a / b if b != 0 else math.copysign(math.inf, a) if a != 0 else math.nan
-    if op == "min":
-        return min(a, b)
-    if op == "max":
-        return max(a, b)
-    raise ValueError(op)

@@ -23,7 +23,7 @@ import itertools
 import math
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,12 +67,17 @@ class WorkloadInstance:
         Index arithmetic and conditions are not counted; a select counts its costlier branch.
         Example: a matmul (M, N, K) gives ``M * N * K * 2`` (a multiply and the sum's add).
         """
-        total = 0
-        for op in topo_order(self.outputs):
-            if isinstance(op, ComputeOp):
-                points = math.prod(op.shape) * math.prod(a.extent for a in op.reduce_axis)
-                total += points * _ops(op.body)
-        return total
+        return count_flops(self.outputs)
+
+
+def count_flops(outputs: Sequence[Tensor]) -> int:
+    """Arithmetic operations of one run of the computes ``outputs`` depend on (see ``flop_count``)."""
+    total = 0
+    for op in topo_order(outputs):
+        if isinstance(op, ComputeOp):
+            points = math.prod(op.shape) * math.prod(a.extent for a in op.reduce_axis)
+            total += points * _ops(op.body)
+    return total
 
 
 def _ops(e: Expr) -> int:

@@ -151,7 +151,8 @@ def _by_trace(job: BuildJob) -> BuildResult:
 def test_builder_errors_are_data(add_task: MeasureTask) -> None:
     names = ("a", "crash", "b", "hang", "schedule", "link", "c")
     traces = [(Step("split", name, ("i", 4, None)),) for name in names]
-    with LocalBuilder(n_workers=2, timeout_s=2, build_fn=_by_trace) as b:
+    # The timeout also covers starting a worker (importing llvmlite): generous, for a loaded machine.
+    with LocalBuilder(n_workers=2, timeout_s=10, build_fn=_by_trace) as b:
         res = b.build(add_task, traces)
         again = b.build(add_task, traces[:1])  # the pool was replaced and still works
     kinds = [r.error for r in res]
