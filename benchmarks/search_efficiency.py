@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
             best = gflops_at(r["history"], r["flops"], len(r["history"]))
             took = f"{r['trials']} trials in {r['seconds']:.1f} s"
+            if r["errors"]:
+                took += " (failed: " + ", ".join(f"{n} {k}" for k, n in r["errors"].items()) + ")"
             print(f"# {name} {strategy}: {took}, best {best:.1f} GFLOP/s", flush=True)
     print()
     report(results, checkpoints)

@@ -6,7 +6,7 @@ import pytest
 
 from autosched.records.log import load_records
 from autosched.te.workload import load_op_file
-from autosched.tune import Tuner, TuneOptions
+from autosched.tune import TuneOptions, Tuner
 
 from .test_opencl import _why
 
