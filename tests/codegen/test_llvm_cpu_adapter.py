@@ -57,12 +57,16 @@ def test_mattr_changes_features(cpu):
     assert narrowed.vector_bits == 256 and "avx512f" not in narrowed.info().features
 
 
-def test_registry():
+def test_registry(monkeypatch):
+    from autosched.hai import registry
+
     assert detect() == "llvm-cpu"
     assert isinstance(get_adapter(detect()), LLVMCPUAdapter)
+    monkeypatch.setattr(registry, "ADAPTERS", {"llvm-cpu": registry.ADAPTERS["llvm-cpu"]})
+    monkeypatch.setattr(registry, "_CACHE", {})
     with pytest.raises(TargetError, match="no adapter for target kind 'cuda'"):
         get_adapter("cuda")
-    with pytest.raises(TargetError):
+    with pytest.raises(TargetError, match="unknown target kind 'tpu'"):
         get_adapter("tpu")
 
 

@@ -73,7 +73,7 @@ def test_features_fixed_length_finite_and_deterministic(name):
 def test_feature_names_and_store_rows():
     assert len(FEATURE_NAMES) == FEATURE_COUNT == 2 * STORE_FEATURES + 16
     assert len(set(FEATURE_NAMES)) == FEATURE_COUNT
-    (_, _, f), = samples(make_matmul(64, 64, 64), 1)
+    ((_, _, f),) = samples(make_matmul(64, 64, 64), 1)
     rows = store_features(f)
     assert rows.shape[1] == len(STORE_FEATURE_NAMES) and rows.shape[0] >= 2  # init, update, copy-out
     x = candidate_features(f)
@@ -84,7 +84,7 @@ def test_feature_names_and_store_rows():
 
 def test_features_see_the_schedule_and_the_chip():
     tensors = make_matmul(64, 64, 64)
-    (_, _, f), = samples(tensors, 1)
+    ((_, _, f),) = samples(tensors, 1)
     small = ChipInfo("a", "cpu", "a", cores=2, vector_bits=256, l1_bytes=32 << 10)
     big = ChipInfo("b", "cpu", "b", cores=16, vector_bits=512, l1_bytes=48 << 10)
     a, b = candidate_features(f, small), candidate_features(f, big)
@@ -101,7 +101,7 @@ def test_relative_labels_within_a_workload():
     assert relative_labels([1e10, 1e10]).max() == 0
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def synthetic_dataset(n=300):
     X, y = [], []
     for _, d, f in samples(make_matmul(64, 64, 64), n, seed=3):

@@ -15,7 +15,7 @@ from autosched.search_space.mutate import decision_kind, mutate, mutate_tile
 from autosched.search_space.sketch import SketchPolicy
 from autosched.te.workload import WorkloadInstance
 from autosched.topi.workloads import make_matmul, make_softmax
-from autosched.tune import Tuner, TuneOptions
+from autosched.tune import TuneOptions, Tuner
 
 
 def matmul(n=64):
@@ -109,7 +109,7 @@ def test_search_beats_random_at_equal_trials():
 
 def test_seeded_search_is_reproducible_and_never_repeats():
     policy = SketchPolicy(list(make_matmul(32, 32, 32)[-1:]))
-    runs = [drive(EvolutionarySearch(policy, seed=5, population=16, generations=1), 40, batch=8) for _ in "ab"]
+    runs = [drive(EvolutionarySearch(policy, seed=5, population=16, generations=1), 40, 8) for _ in "ab"]
     assert runs[0] == runs[1]
 
 
