@@ -55,6 +55,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     options = TuneOptions(
         trials=ns.trials, batch_size=ns.batch_size, strategy=ns.strategy, resume=ns.resume, seed=ns.seed,
         num_threads=ns.threads, timeout_s=ns.timeout, early_stopping=ns.early_stop,
+        transfer_from=tuple(ns.transfer_from or ()), transfer_top=ns.transfer_top,  # issue 6
     )  # fmt: skip
     with TuneProgress(options.trials) as progress:
         tuner = Tuner(instances, ns.target, log, options, reporter=progress.report)
@@ -69,8 +70,26 @@ def cmd_tune(ns: argparse.Namespace) -> int:
             progress.stop()
             print(f"\ninterrupted: every finished batch is in {log}; continue with --resume", file=sys.stderr)
             return 130
+    _compare_with_numpy(tasks, tuner)
     print_summary(tasks, tuner)
     return 0
+
+
+def _compare_with_numpy(tasks: list[Any], tuner: Any) -> None:
+    """Re-time each tuned kernel against its numpy implementation, in turns, for a fair ratio."""
+    from .measure.compare import compare_with_baseline
+    from .tune import _workload_of
+
+    for t in tasks:
+        fn = getattr(_workload_of(t.inst), "baseline", None)
+        if fn is None or t.best_trace is None or tuner.target.kind != "llvm-cpu":
+            continue
+        try:
+            t.final_s, t.baseline_s = compare_with_baseline(
+                t.inst.tensors, t.best_trace, str(tuner.target), t.measure_task.inputs, fn
+            )
+        except AutoschedError as e:  # the best schedule was measured, so this would be a bug: say so
+            print(f"note: could not re-time {t.inst.name} against numpy: {e}", file=sys.stderr)
 
 
 def cmd_devices(ns: argparse.Namespace) -> int:
@@ -118,6 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, help="threads per kernel (default: all cores)")
     t.add_argument("--timeout", type=float, default=10.0, help="seconds before a candidate run is killed")
     t.add_argument("--seed", type=int, default=0)
+    # --- logs across chips (issue 6) ---
+    t.add_argument("--transfer-from", nargs="+", metavar="LOG",
+                   help="logs of other chips: their records of the same workload train the cost model and "
+                        "their best schedules are measured anew here first (records of this chip in them "
+                        "are not measured again)")  # fmt: skip
+    t.add_argument("--transfer-top", type=int, default=16, metavar="K",
+                   help="foreign schedules measured first with --transfer-from (default 16)")  # fmt: skip
+    # --- end logs across chips ---
     t.set_defaults(func=cmd_tune)
 
     d = sub.add_parser("devices", help="list the targets this machine can run, with chip facts")

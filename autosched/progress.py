@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -88,22 +89,24 @@ class TuneProgress:
 
 
 def print_summary(tasks: list[TaskState], tuner: Any, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or Console(width=None if sys.stdout.isatty() else 120)
     table = Table(title=f"autosched tune: {tuner.target} ({tuner.chip.name})")
     for col in ("workload", "trials", "failures", "best latency", "GFLOP/s", "numpy", "vs numpy"):
         table.add_column(col, justify="left" if col in ("workload", "failures") else "right")
     for t in tasks:
         ratio = "-"
-        if t.baseline_s and t.best_cost < float("inf"):
-            ratio = f"{t.baseline_s / t.best_cost:.2f}x"
+        ours = t.final_s if t.final_s is not None else t.best_cost
+        if t.baseline_s and ours < float("inf"):
+            ratio = f"{t.baseline_s / ours:.2f}x"
         trials = f"{t.trials}" + (f" (+{t.previous} logged)" if t.previous else "")
+        gflops = t.inst.flop_count() / ours / 1e9 if ours < float("inf") else 0.0
         table.add_row(
-            t.inst.name, trials, _failures(t), _fmt_s(t.best_cost), f"{t.best_gflops:.1f}",
-            _fmt_s(t.baseline_s), ratio,
+            t.inst.name, trials, _failures(t), _fmt_s(ours), f"{gflops:.1f}", _fmt_s(t.baseline_s), ratio,
         )  # fmt: skip
     console.print(table)
     console.print(
-        "vs numpy = numpy's time / autosched's time, measured in this run (> 1: autosched is faster)"
+        "vs numpy = numpy's time / autosched's time: the best kernel and numpy re-timed in turns at the "
+        "end of this run (> 1: autosched is faster)"
     )
     for t in tasks:
         if t.best_trace is None:

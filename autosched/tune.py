@@ -44,8 +44,10 @@ class TaskState:
     best_trace: Any = None
     errors: Counter = field(default_factory=Counter)
     baseline_s: float | None = None
+    final_s: float | None = None  # the best kernel re-timed in turns with the baseline, at the end
     baseline_label: str = ""
     history: list[float] = field(default_factory=list)  # best cost after each trial of this run
+    foreign: int = 0  # records of other chips learnt from (--transfer-from), never counted as results
 
     @property
     def best_gflops(self) -> float:
@@ -64,6 +66,9 @@ class TuneOptions:
     repeat: int = 5
     baseline: bool = True
     early_stopping: bool = False  # stop a task when its strategy says it has converged
+    # --- logs across chips (issue 6) ---
+    transfer_from: tuple[str, ...] = ()  # logs whose other-chip records train the model and seed the search
+    transfer_top: int = 16  # the best foreign schedules, re-measured on this target first
 
 
 Reporter = Callable[[str, TaskState], None]  # event ("start" | "batch" | "done"), task
@@ -161,7 +166,7 @@ class Tuner:
     def load_previous(self, task: TaskState) -> list[str]:
         """Fold in the records of this workload and chip already in the log; returns problems."""
         if not self.log_path.exists():
-            return []
+            return self.load_transfer(task) if self.options.transfer_from else []  # issue 6
         res = load_records(self.log_path, target_fingerprint=self.fingerprint, workload_key=task.inst.key)
         traces, costs = [], []
         for rec in res.records:
@@ -174,9 +179,45 @@ class Tuner:
         task.previous = len(res.records)
         task.strategy.seed(traces, costs)
         notes = [str(p) for p in res.problems]
-        if res.foreign:
+        transfer_paths = {Path(p).resolve() for p in self.options.transfer_from}
+        if res.foreign and self.log_path.resolve() not in transfer_paths:
             notes.append(f"{res.foreign} record(s) of {task.inst.name} for other chips were not used")
+        if self.options.transfer_from:
+            notes += self.load_transfer(task)
         return notes
+
+    # --- logs across chips (issue 6): --transfer-from ------------------------------------------------
+    def load_transfer(self, task: TaskState) -> list[str]:
+        """Fold in ``options.transfer_from``: this chip's records like a resumed log, other chips'
+        records through the strategy's ``seed_foreign`` (model training, schedules re-measured first).
+        The first note says how many records from which chips were used; called by load_previous.
+        """
+        from .search.transfer import load_transfer
+
+        o = self.options
+        ts = load_transfer(o.transfer_from, workload_key=task.inst.key, fingerprint=self.fingerprint)
+        notes = [str(p) for p in ts.problems]
+        traces, costs = [], []
+        for rec in ts.same_chip:
+            if trace_key(rec.trace) in task.measured:
+                continue  # already read from the log
+            task.measured.add(trace_key(rec.trace))
+            traces.append(rec.trace)
+            costs.append(rec.mean_cost if rec.ok else FAILED_COST)
+            if rec.ok and rec.mean_cost < task.best_cost:
+                task.best_cost, task.best_trace = rec.mean_cost, rec.trace
+        task.previous += len(traces)
+        if traces:
+            task.strategy.seed(traces, costs)
+        queued = 0
+        seed_foreign = getattr(task.strategy, "seed_foreign", None)
+        if ts.foreign and seed_foreign is None:
+            notes.append(f"transfer: the {o.strategy} strategy cannot learn from other chips; "
+                         f"{len(ts.foreign)} record(s) not used")  # fmt: skip
+        elif ts.foreign:
+            queued = seed_foreign(ts.foreign, o.transfer_top)
+            task.foreign = len(ts.foreign)
+        return [ts.describe(task.inst.name, self.fingerprint, queued), *notes]
 
     # Loop -----------------------------------------------------------------------------------------
     def run(self) -> list[TaskState]:
@@ -261,11 +302,10 @@ class Tuner:
         costs: list[float] = []
         for cand, res in zip(candidates, results):
             task.measured.add(trace_key(cand.trace))
-            records.append(
-                make_record(
-                    task.inst, self.target, self.chip, cand.trace, res.costs, res.error, res.error_msg
-                )
-            )
+            # with decisions (issue 6): other chips' searches can seed populations from this log
+            rec = make_record(task.inst, self.target, self.chip, cand.trace, res.costs, res.error,
+                              res.error_msg, decisions=cand.decisions)  # fmt: skip
+            records.append(rec)
             if res.ok:
                 cost = float(np.median(res.costs))
                 if cost < task.best_cost:

@@ -12,9 +12,7 @@ from ..target import parse_target
 from ..te.reference import evaluate, random_inputs
 from ..te.tensor import PlaceholderOp, Tensor
 from ..te.workload import count_flops
-from ..testing import TOLERANCE
-
-DEFAULT_TOLERANCE = (1e-5, 1e-6)  # (rtol, atol) for dtypes TOLERANCE does not list
+from ..testing import tolerance
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,7 +58,7 @@ class MeasureTask:
             target=str(parse_target(target)),
             inputs=tuple(inputs),
             expected=tuple(np.ascontiguousarray(e) for e in expected),
-            tolerances=tuple(TOLERANCE.get(t.dtype, DEFAULT_TOLERANCE) for t in outs),
+            tolerances=tuple(tolerance(t.dtype, e) for t, e in zip(outs, expected)),
             flops=float(count_flops(outs) if flops is None else flops),
         )
 

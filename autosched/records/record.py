@@ -5,6 +5,12 @@ Example::
     rec = make_record(inst, target, chip, trace, costs=(1.2e-3, 1.1e-3, 1.3e-3))
     line = rec.to_json_line()          # '{"autosched":"0.1.0","costs":[...],...,"version":1,...}'
     TuningRecord.from_json_line(line) == rec
+
+Optional fields (format version 1 still; readers accept lines with or without them):
+
+- ``"decisions"``: the sketch decisions that produced the trace (a JSON object, see
+  :mod:`autosched.search_space.sketch`), so a search on another chip can seed its population and
+  mutate from them (``--transfer-from``). Older lines lack it; their trace alone still replays.
 """
 
 from __future__ import annotations
@@ -99,6 +105,7 @@ class TuningRecord:
     timestamp: str = field(default_factory=now_utc)
     autosched_version: str = __version__
     flops: float = 0.0  # arithmetic ops of one run, for GFLOP/s
+    decisions: dict[str, Any] | None = None  # optional: the sketch decisions behind ``trace``
 
     def __post_init__(self) -> None:
         args = {str(k): _arg_value(str(k), v) for k, v in self.workload_args.items()}
@@ -113,6 +120,12 @@ class TuningRecord:
         if not math.isfinite(self.flops) or self.flops < 0:
             raise RecordError(f"flops: expected a finite number >= 0, got {self.flops}")
         object.__setattr__(self, "error_msg", str(self.error_msg)[:MAX_ERROR_MSG])
+        if self.decisions is not None:  # as JSON reads it back (tuples become lists), so lines round-trip
+            try:
+                decisions = json.loads(json.dumps(dict(self.decisions), allow_nan=False))
+            except (TypeError, ValueError) as e:
+                raise RecordError(f"decisions: not JSON-able ({e})") from None
+            object.__setattr__(self, "decisions", decisions)
 
     @property
     def ok(self) -> bool:
@@ -147,6 +160,8 @@ class TuningRecord:
             "timestamp": self.timestamp,
             "flops": self.flops,
         }
+        if self.decisions is not None:  # optional field: absent, the line is exactly the old format
+            data["decisions"] = self.decisions
         return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
     @staticmethod
@@ -176,6 +191,7 @@ class TuningRecord:
             raise RecordError(f"field 'flops': expected a number, got {flops!r}")
         timestamp = _field(data, "timestamp", str)
         _check_timestamp(timestamp)
+        decisions = _field(data, "decisions", dict) if "decisions" in data else None  # optional
         return TuningRecord(
             workload_key=_field(workload, "key", str, "workload."),
             workload_name=_field(workload, "name", str, "workload."),
@@ -190,6 +206,7 @@ class TuningRecord:
             timestamp=timestamp,
             autosched_version=_field(data, "autosched", str),
             flops=float(flops),
+            decisions=decisions,
         )
 
 
@@ -264,10 +281,12 @@ def make_record(
     costs: tuple[float, ...] | list[float] = (),
     error: str | None = None,
     error_msg: str = "",
+    decisions: dict[str, Any] | None = None,
 ) -> TuningRecord:
     """A record for a candidate just measured; fills key, name, args, flops, fingerprint and time.
 
     Example: ``make_record(inst, target, adapter.info(), trace, error=ERROR_TIMEOUT, error_msg="> 10 s")``.
+    ``decisions``: the sketch decisions that made ``trace``, when known (written to the log).
     """
     return TuningRecord(
         workload_key=inst.key,
@@ -281,4 +300,5 @@ def make_record(
         error=error,
         error_msg=error_msg,
         flops=float(inst.flop_count()),
+        decisions=decisions or None,
     )

@@ -14,6 +14,10 @@ are lowered once to compute their features (:mod:`autosched.cost_model.features`
 cached by trace key. ``converged`` turns true when ``patience`` rounds in a row did not improve the
 best cost by ``min_improvement``.
 
+:meth:`EvolutionarySearch.seed_foreign` takes records of other chips (``--transfer-from``): they
+train the model with their own chip facts, their best traces are proposed first (re-measured here),
+and their decisions, where recorded, join the starting populations.
+
 Example::
 
     search = EvolutionarySearch(SketchPolicy(outputs), seed=0)
@@ -38,6 +42,7 @@ from ..hai.base import ChipInfo
 from ..lower.pipeline import lower
 from ..measure.result import FAILED_COST
 from ..records.log import trace_key
+from ..records.record import TuningRecord
 from ..search_space.mutate import mutate
 from ..search_space.schedule import Schedule, replay
 from ..search_space.sketch import Decisions, SketchPolicy
@@ -112,6 +117,9 @@ class EvolutionarySearch:
         self._cache: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self._measured: list[tuple[float, str, Decisions]] = []  # the best, for seeding populations
         self._carry: list[_Individual] = []
+        # --- logs across chips (issue 6): see seed_foreign ---
+        self._queue: list[Candidate] = []  # foreign schedules to measure before anything else
+        self._foreign_seeds: list[Decisions] = []  # their decisions, for starting populations
 
     # Candidates -----------------------------------------------------------------------------------
     def _features(self, key: str, sch: Schedule) -> np.ndarray | None:
@@ -150,9 +158,11 @@ class EvolutionarySearch:
     # Search ---------------------------------------------------------------------------------------
     def propose(self, n: int, measured: set[str]) -> list[Candidate]:
         """Up to ``n`` candidates, none of whose trace keys is in ``measured``."""
-        if n <= 0:
-            return []
         seen = set(measured)
+        queued = self._pop_queue(n, seen)  # foreign schedules first (seed_foreign)
+        n -= len(queued)
+        if n <= 0:
+            return queued
         if not self.model.trained:
             picks = self._fresh(n, seen)
         else:
@@ -162,11 +172,13 @@ class EvolutionarySearch:
             seen.update(p.key for p in picks)
             self._carry = ranked[n_model : n_model + self.population // 2]
             picks += self._fresh(n - len(picks), seen)
-        return [Candidate(p.trace, p.decisions) for p in picks]
+        return queued + [Candidate(p.trace, p.decisions) for p in picks]
 
     def _initial(self, seen: set[str]) -> list[_Individual]:
         pop: dict[str, _Individual] = {}
-        for _, _, decisions in self._measured[: int(self.population * self.init_measured_ratio)]:
+        n_init = int(self.population * self.init_measured_ratio)
+        starts = [d for _, _, d in self._measured[:n_init]] + self._foreign_seeds[:n_init]
+        for decisions in starts:
             ind = self._make(decisions)
             if ind is not None:
                 pop.setdefault(ind.key, ind)
@@ -260,6 +272,55 @@ class EvolutionarySearch:
         if rows:
             self.model.add(self.group, np.stack(rows).reshape(-1, FEATURE_COUNT), ys)
             self.model.fit()
+
+    # --- logs across chips (issue 6) ----------------------------------------------------------------
+    def seed_foreign(self, records: Sequence[TuningRecord], top: int = 16) -> int:
+        """Learn from records measured on *other* chips; returns how many schedules were queued.
+
+        Every record trains the model with the facts of the chip it was measured on
+        (:func:`~.transfer.chip_from_json` of ``record.chip``) as features, in a group of its own chip
+        so that labels stay relative within one chip. The best ``top`` distinct traces (relative to
+        their chip's best) are proposed before anything else, to be measured anew on this target;
+        their decisions, where the record has them, also seed the starting populations. Costs from
+        other chips never count as this search's results (``best_cost`` is untouched).
+        """
+        from .transfer import best_foreign, chip_from_json
+
+        groups: dict[str, tuple[list[np.ndarray], list[float]]] = {}
+        chips: dict[str, ChipInfo] = {}
+        for rec in records:
+            chip = chips.setdefault(rec.fingerprint, chip_from_json(rec.chip))
+            feats = self._foreign_features(rec.trace, chip)
+            if feats is None:
+                continue
+            rows, ys = groups.setdefault(f"{self.group}@{rec.fingerprint}", ([], []))
+            rows.append(feats)
+            ys.append(rec.mean_cost if rec.ok else FAILED_COST)
+        for group, (rows, ys) in groups.items():
+            self.model.add(group, np.stack(rows), ys)
+        if groups:
+            self.model.fit()
+        best = best_foreign(records, top)
+        self._queue.extend(Candidate(r.trace, dict(r.decisions or {})) for r in best)
+        self._foreign_seeds.extend(dict(r.decisions) for r in best if r.decisions)
+        return len(best)
+
+    def _foreign_features(self, trace: Any, chip: ChipInfo) -> np.ndarray | None:
+        # Not cached: the cache holds features for this search's chip, keyed by trace alone.
+        try:
+            return candidate_features(lower(replay(self.policy.outputs, trace), self.args), chip)
+        except AutoschedError:
+            return None
+
+    def _pop_queue(self, n: int, seen: set[str]) -> list[Candidate]:
+        out: list[Candidate] = []
+        while self._queue and len(out) < n:
+            cand = self._queue.pop(0)
+            key = trace_key(cand.trace)
+            if key not in seen:
+                seen.add(key)
+                out.append(cand)
+        return out
 
     @property
     def converged(self) -> bool:

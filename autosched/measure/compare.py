@@ -1,0 +1,46 @@
+"""Fair speed comparisons in one process: the tuned kernel against a library (numpy/OpenBLAS).
+
+On a shared or two-core machine, speed drifts over seconds and the libraries' spinning worker
+threads (OpenBLAS, libgomp) steal cores from each other. So the contenders are timed in alternating
+blocks with a pause between blocks, and each gets the median of its own samples.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def interleaved_medians(fns: Sequence[Callable[[], Any]], repeat: int = 20, block: int = 5) -> list[float]:
+    """Median seconds per call of each function, timed in alternating blocks of ``block`` calls."""
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(max(1, repeat // block)):
+        for i, fn in enumerate(fns):
+            time.sleep(0.1)  # let the other contender's threads stop spinning
+            fn()  # warm-up
+            for _ in range(block):
+                start = time.perf_counter()
+                fn()
+                times[i].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
+
+
+def compare_with_baseline(
+    args: Sequence[Any], trace: Any, target: str, inputs: Sequence[Any], baseline: Callable[..., Any],
+    repeat: int = 20,
+) -> tuple[float, float]:
+    """(tuned seconds, baseline seconds): ``trace`` rebuilt in this process and timed against
+    ``baseline(*inputs)`` with :func:`interleaved_medians`."""
+    import numpy as np
+
+    from ..build import build
+    from ..search_space.schedule import replay
+    from ..testing import split_args
+
+    ins, outs = split_args(args)
+    fn = build(replay(outs, trace), list(args), target, name="tuned")
+    out_arrays = [np.empty(t.shape, t.dtype) for t in outs]
+    ours, ref = interleaved_medians([lambda: fn(*inputs, *out_arrays), lambda: baseline(*inputs)], repeat)
+    return ours, ref
