@@ -10,7 +10,8 @@ from .ir import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt
 def _steps(s: Stmt) -> int:
     """Statements executed by one run of ``s`` (loops multiply)."""
     if isinstance(s, For):
-        return s.extent * _steps(s.body)
+        # A vectorized loop becomes one vector instruction per statement, not ``extent`` of them.
+        return (1 if s.kind == "vectorized" else s.extent) * _steps(s.body)
     if isinstance(s, Seq):
         return sum(_steps(x) for x in s.stmts)
     if isinstance(s, IfThenElse):

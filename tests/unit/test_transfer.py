@@ -87,7 +87,9 @@ def test_transfer_trains_on_foreign_records_and_measures_their_best_first(tmp_pa
     assert group.endswith("@" + fp_a)
     lanes = FEATURE_NAMES.index("chip_lanes")
     chip_a = chip_from_json(records_a[0].chip)
-    assert np.all(np.concatenate(model._X[group])[:, lanes] == chip_features(chip_a)[lanes - len(FEATURE_NAMES)])
+    rows = np.concatenate(model._X[group])
+    assert np.all(rows[:, lanes] == chip_features(chip_a)[lanes - len(FEATURE_NAMES)])
+    assert chip_a.vector_bits != tuner.chip.vector_bits  # so A's facts, not B's, are in those rows
     assert task.best_cost == float("inf")  # A's costs are never B's results
 
     tuner.run()
