@@ -1,6 +1,6 @@
 """A 3x3 convolution of a ResNet stage (NCHW, stride 1, padding 1), with its padding as a stage.
 
-    autosched tune examples/conv2d.py --trials 200
+autosched tune examples/conv2d.py --trials 200
 """
 
 import autosched

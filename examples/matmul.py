@@ -1,7 +1,7 @@
 """A dense matrix multiplication, C = A @ B: the first op to tune.
 
-    autosched tune examples/matmul.py --trials 200
-    autosched tune examples/matmul.py --args M=512 N=512 K=512 --trials 64
+autosched tune examples/matmul.py --trials 200
+autosched tune examples/matmul.py --args M=512 N=512 K=512 --trials 64
 """
 
 import numpy as np

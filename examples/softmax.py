@@ -1,6 +1,6 @@
 """Softmax over the last axis: a max, an exp-sum and a normalisation, in separate computes.
 
-    autosched tune examples/softmax.py --trials 100
+autosched tune examples/softmax.py --trials 100
 """
 
 import numpy as np

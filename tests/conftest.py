@@ -15,7 +15,7 @@ def pytest_addoption(parser):
 
 @pytest.fixture
 def golden(request):
-    """``golden("name.txt", text)``: compare with tests/golden/name.txt (or rewrite it with --update-golden)."""
+    """``golden("name.txt", text)``: compare with tests/golden/name.txt (``--update-golden`` rewrites it)."""
 
     def check(name: str, text: str) -> None:
         path = GOLDEN / name
@@ -25,6 +25,8 @@ def golden(request):
             if not request.config.getoption("--update-golden"):
                 pytest.fail(f"golden file {path} did not exist; written now, check it and commit it")
             return
-        assert text == path.read_text(), f"output differs from {path}; if intended, rerun with --update-golden"
+        assert text == path.read_text(), (
+            f"output differs from {path}; if intended, rerun with --update-golden"
+        )
 
     return check

@@ -61,7 +61,8 @@ def list_devices() -> list[str]:
             continue
         lines.append(
             f"{kind:10s} {info.name} ({info.arch}), {info.cores} cores, {info.vector_bits}-bit vectors, "
-            f"L1 {info.l1_bytes // 1024} KiB, L2 {info.l2_bytes // 1024} KiB, L3 {info.l3_bytes // 1024} KiB, "
+            f"L1 {info.l1_bytes // 1024} KiB, L2 {info.l2_bytes // 1024} KiB, "
+            f"L3 {info.l3_bytes // 1024} KiB, "
             f"~{info.peak_gflops:.0f} GFLOP/s fp32 peak (estimated)"
         )
     return lines

@@ -28,7 +28,11 @@ def interleaved_medians(fns: Sequence[Callable[[], Any]], repeat: int = 20, bloc
 
 
 def compare_with_baseline(
-    args: Sequence[Any], trace: Any, target: str, inputs: Sequence[Any], baseline: Callable[..., Any],
+    args: Sequence[Any],
+    trace: Any,
+    target: str,
+    inputs: Sequence[Any],
+    baseline: Callable[..., Any],
     repeat: int = 20,
 ) -> tuple[float, float]:
     """(tuned seconds, baseline seconds): ``trace`` rebuilt in this process and timed against

@@ -191,8 +191,7 @@ def _param_names(fcompute: Callable[..., Any], ndim: int, name: str) -> list[str
         return [f"i{d}" for d in range(ndim)]
     if len(params) != ndim:
         raise TypeError(
-            f"compute {name!r}: shape has {ndim} dimension(s) but the lambda takes {len(params)} "
-            "argument(s)"
+            f"compute {name!r}: shape has {ndim} dimension(s) but the lambda takes {len(params)} argument(s)"
         )
     return [p.name for p in params]
 

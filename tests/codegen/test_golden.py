@@ -24,7 +24,9 @@ def test_conv2d_default(golden):
 
 def test_softmax_default(golden):
     args, _ = softmax(4, 16)
-    golden("softmax_default.loops.txt", format_func(lower(default_schedule(args[-1]), args, "softmax")) + "\n")
+    golden(
+        "softmax_default.loops.txt", format_func(lower(default_schedule(args[-1]), args, "softmax")) + "\n"
+    )
 
 
 def test_vector_add_llvm(golden):

@@ -12,7 +12,7 @@ from pathlib import Path
 from autosched.measure.fake import FakeMeasurer
 from autosched.records.log import load_records, trace_key
 from autosched.te.workload import load_op_file
-from autosched.tune import Tuner, TuneOptions
+from autosched.tune import TuneOptions, Tuner
 
 ROOT = Path(__file__).resolve().parents[2]
 MATMUL = ROOT / "examples" / "matmul.py"
@@ -45,10 +45,14 @@ def test_tune_writes_log_and_summary(tmp_path):
 
 def test_faulty_candidates_are_logged_by_kind_and_the_run_finishes(tmp_path):
     inst = small_matmul()
-    fake = FakeMeasurer(lambda trace: 1e-3 + len(trace) * 1e-5, errors={"crash": 0.2, "timeout": 0.2,
-                                                                        "wrong_result": 0.2, "memory": 0.1})
+    fake = FakeMeasurer(
+        lambda trace: 1e-3 + len(trace) * 1e-5,
+        errors={"crash": 0.2, "timeout": 0.2, "wrong_result": 0.2, "memory": 0.1},
+    )
     log = tmp_path / "fake.jsonl"
-    tuner = Tuner([inst], "llvm-cpu", log, TuneOptions(trials=40, batch_size=10, baseline=False), measurer=fake)
+    tuner = Tuner(
+        [inst], "llvm-cpu", log, TuneOptions(trials=40, batch_size=10, baseline=False), measurer=fake
+    )
     (task,) = tuner.run()
     assert task.trials == 40
     kinds = {rec.error for rec in load_records(log).records}
@@ -109,7 +113,8 @@ def test_cli_errors(tmp_path):
     r = run_cli("tune", str(MATMUL), "--target", "tpu", "--trials", "1")
     assert r.returncode == 2 and "unknown target kind 'tpu'" in r.stderr
     ops = tmp_path / "ops.py"
-    ops.write_text(textwrap.dedent("""
+    ops.write_text(
+        textwrap.dedent("""
         import autosched
         from autosched import te
 
@@ -117,6 +122,7 @@ def test_cli_errors(tmp_path):
         def square(N=8):
             A = te.placeholder((N,), name="A")
             return [A, te.compute((N,), lambda i: A[i] * A[i], name="B")]
-    """))
+    """)
+    )
     r = run_cli("tune", str(ops), "--args", "Q=3", "--trials", "1", "--log", str(tmp_path / "l.jsonl"))
     assert r.returncode == 2 and "unknown argument(s) Q" in r.stderr
