@@ -137,10 +137,12 @@ def run_tvm(name: str, s: tuple, budget: int, args: argparse.Namespace, work: Pa
     target = tvm.target.Target({"kind": "llvm", "mcpu": args.mcpu, "num-cores": args.cores})
     work_dir = work / f"tvm_{name}_{budget}"
     start = time.perf_counter()
-    sch = ms.tir_integration.tune_tir(
-        mod=tvm.IRModule({"main": func}), target=target, work_dir=str(work_dir), max_trials_global=budget,
+    mod = tvm.IRModule({"main": func})
+    database = ms.tir_integration.tune_tir(
+        mod=mod, target=target, work_dir=str(work_dir), max_trials_global=budget,
         num_trials_per_iter=min(64, budget),
     )  # fmt: skip
+    sch = ms.tir_integration.compile_tir(database, mod, target)  # the best schedule in the database
     wall = time.perf_counter() - start
     flops = WorkloadInstance(name, {}, tuple(autosched_tensors(name, s))).flop_count()
     costs = _records_in_order(work_dir)
@@ -153,7 +155,8 @@ def run_tvm(name: str, s: tuple, budget: int, args: argparse.Namespace, work: Pa
         make = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
         rng = np.random.default_rng(0)
         arrays = [make(rng.random([int(d) for d in t.shape]).astype("float32"), dev) for t in tensors]
-        timer = lib.time_evaluator("main", dev, number=args.number, repeat=args.repeat)
+        rt_mod = lib.jit() if hasattr(lib, "jit") else lib  # TVM >= 0.20: an Executable to JIT first
+        timer = rt_mod.time_evaluator("main", dev, number=args.number, repeat=args.repeat)
         retimed = float(np.median(timer(*arrays).results))
     return {"gflops": flops / retimed / 1e9 if math.isfinite(retimed) else 0.0, "wall": wall,
             "history": history, "flops": flops}  # fmt: skip
