@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .schedule import Schedule, create_schedule
-from .sketch import UNROLL_STEPS, Decisions, _Builder, _prod, has_reuse
+from .sketch import UNROLL_STEPS, Decisions, _Builder, _prod
 from .stage import Stage
 
 THREADS = (32, 64, 128, 256, 512)
@@ -80,24 +80,13 @@ class GPUSketchPolicy:
 class _GPUBuilder(_Builder):
     p: GPUSketchPolicy  # type: ignore[assignment]
 
-    def build(self) -> tuple[Schedule, Decisions]:
-        s = self.s
-        for st in list(s.stages):
-            if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output:
-                st.compute_inline()
-                self.done.add(st.name)
-        hosts = {c.name for st in s.stages if (c := self.fusion_host(st)) is not None}
-        for st in reversed(list(s.stages)):
-            if st.name in self.done or st.name in hosts or not isinstance(st.op, ComputeOp):
-                continue
-            if st.op.reduce_axis and has_reuse(st.op):
-                self.multi_level_tiling(st)
-            elif st.op.reduce_axis:
-                self.thread_reduction(st)
-            else:
-                bind_flat(st, self.threads(st))
-                self.done.add(st.name)
-        return s, self.used
+    # build() is the CPU builder's walk; only the rules for reductions and elementwise stages differ.
+    def plain_reduction(self, st: Stage) -> None:
+        self.thread_reduction(st)
+
+    def elementwise(self, st: Stage) -> None:
+        bind_flat(st, self.threads(st))
+        self.done.add(st.name)
 
     def threads(self, st: Stage) -> int:
         return int(self.choose(f"{st.name}/threads", [t for t in THREADS if t <= self.p.max_threads] or [1]))

@@ -8,9 +8,11 @@ Example: ``A, W, C = make_conv2d(stride=2, padding=1)``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from .. import te
 from ..te import Tensor
+from ..te.tensor import PlaceholderOp
 from . import attention, conv, elementwise, norm, pool, reduction, transform
 from .matmul import batch_matmul, dense, matmul
 
@@ -302,3 +304,17 @@ SMALL_CASES: dict[str, Callable[[], list[Tensor]]] = {
     "gather": lambda: make_gather((4, 10), axis=1, n_index=6),
     "concatenate": lambda: make_concatenate(((2, 3, 4), (2, 5, 4), (2, 1, 4)), axis=1),
 }
+
+
+def case_inputs(name: str, args: list[Tensor], seed: int = 0) -> list[Any]:
+    """Random inputs for ``SMALL_CASES[name]`` that lie in the op's domain (a variance is positive,
+    indices cover more than one row), fresh and never zeros."""
+    import numpy as np
+
+    from ..te.reference import random_inputs
+
+    ins = [t for t in args if isinstance(t.op, PlaceholderOp)]
+    arrays = random_inputs(ins, seed=seed, int_high=14)
+    if name == "batch_norm":
+        arrays[-1] = np.abs(arrays[-1]) + 0.1
+    return arrays

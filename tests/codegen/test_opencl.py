@@ -2,7 +2,6 @@
 
 import random
 
-import numpy as np
 import pytest
 
 from autosched.errors import CompileError
@@ -10,9 +9,9 @@ from autosched.hai.registry import get_adapter
 from autosched.lower.pipeline import lower
 from autosched.search_space.gpu_sketch import GPUSketchPolicy, default_gpu_schedule
 from autosched.search_space.schedule import create_schedule
-from autosched.te.reference import random_inputs
-from autosched.testing import assert_matches_numpy, split_args
+from autosched.testing import assert_matches_numpy
 from autosched.topi.workloads import SMALL_CASES
+from autosched.topi.workloads import case_inputs as inputs_for
 
 
 def _opencl_or_skip():
@@ -28,14 +27,6 @@ def _opencl_or_skip():
 
 _why = _opencl_or_skip()
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
-
-
-def inputs_for(name, args, seed):
-    ins, _ = split_args(args)
-    arrays = random_inputs(ins, seed=seed, int_high=14)
-    if name == "batch_norm":
-        arrays[-1] = np.abs(arrays[-1]) + 0.1  # a variance is positive
-    return arrays
 
 
 @pytest.mark.parametrize("name", sorted(SMALL_CASES))

@@ -2,22 +2,13 @@
 
 import random
 
-import numpy as np
 import pytest
 
 from autosched.search_space.default import default_schedule
 from autosched.search_space.sketch import SketchPolicy
-from autosched.te.reference import random_inputs
-from autosched.testing import assert_matches_numpy, split_args
+from autosched.testing import assert_matches_numpy
 from autosched.topi.workloads import SMALL_CASES
-
-
-def inputs_for(name, args, seed):
-    ins, _ = split_args(args)
-    arrays = random_inputs(ins, seed=seed, int_high=14)
-    if name == "batch_norm":
-        arrays[-1] = np.abs(arrays[-1]) + 0.1  # a variance is positive
-    return arrays
+from autosched.topi.workloads import case_inputs as inputs_for
 
 
 @pytest.mark.parametrize("name", sorted(SMALL_CASES))

@@ -7,8 +7,9 @@ import pytest
 
 from autosched.search_space.gpu_sketch import GPUSketchPolicy, default_gpu_schedule
 from autosched.te.reference import random_inputs
-from autosched.testing import assert_matches_numpy, split_args
+from autosched.testing import assert_matches_numpy
 from autosched.topi.workloads import SMALL_CASES
+from autosched.topi.workloads import case_inputs as inputs_for
 
 
 def _gpus():
@@ -21,14 +22,6 @@ def _gpus():
 
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_gpus() == 0, reason="no CUDA GPU here")]
-
-
-def inputs_for(name, args, seed):
-    ins, _ = split_args(args)
-    arrays = random_inputs(ins, seed=seed, int_high=14)
-    if name == "batch_norm":
-        arrays[-1] = np.abs(arrays[-1]) + 0.1
-    return arrays
 
 
 @pytest.mark.parametrize("name", sorted(SMALL_CASES))
