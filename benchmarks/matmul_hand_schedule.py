@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -24,6 +22,7 @@ from peak import measure_peak_gflops
 
 import autosched
 from autosched import te
+from autosched.measure.compare import interleaved_medians
 
 
 def gemm(M: int, N: int, K: int, bm: int = 8, bn: int = 32, kf: int = 4):
@@ -81,32 +80,6 @@ def gemm_panel_packing(M: int, N: int, K: int, bm: int = 8, bn: int = 32, kf: in
     return s, [A, B, C]
 
 
-def median_seconds(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def interleaved(fns, repeat: int, block: int = 5) -> list[float]:
-    """Median seconds of each function, timed in alternating blocks so drift in machine speed hits all
-    alike. A pause between blocks lets the other library's spinning threads (OpenBLAS, libgomp) go idle:
-    on two cores they would otherwise steal a core from the one being timed."""
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(max(1, repeat // block)):
-        for i, fn in enumerate(fns):
-            time.sleep(0.2)
-            fn()  # warm-up
-            for _ in range(block):
-                start = time.perf_counter()
-                fn()
-                times[i].append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--size", type=int, default=1024)
@@ -132,7 +105,9 @@ def main() -> None:
         for label, fn in kernels.items():
             fn.adapter.set_num_threads(threads)
             with threadpool_limits(threads):
-                ours, ref = interleaved([lambda fn=fn: fn(A, B, C), lambda: np.matmul(A, B)], a.repeat)
+                ours, ref = interleaved_medians(
+                    [lambda fn=fn: fn(A, B, C), lambda: np.matmul(A, B)], a.repeat
+                )
             g_ours, g_ref = flops / ours / 1e9, flops / ref / 1e9
             print(
                 f"{label:>14} {threads:>7} {g_ours:>8.1f} GF/s {g_ref:>8.1f} GF/s {g_ours / g_ref:>6.2f}x "

@@ -13,12 +13,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def interleaved_medians(fns: Sequence[Callable[[], Any]], repeat: int = 20, block: int = 5) -> list[float]:
-    """Median seconds per call of each function, timed in alternating blocks of ``block`` calls."""
+def interleaved_medians(
+    fns: Sequence[Callable[[], Any]], repeat: int = 20, block: int = 5, pause_s: float = 0.3
+) -> list[float]:
+    """Median seconds per call of each function, timed in alternating blocks of ``block`` calls.
+
+    ``pause_s`` before each block lets the previous contender's threads stop spinning (OpenBLAS
+    spins for about 0.1-0.2 s after a call; a shorter pause slowed the next kernel by up to 1.5x).
+    """
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(max(1, repeat // block)):
         for i, fn in enumerate(fns):
-            time.sleep(0.1)  # let the other contender's threads stop spinning
+            time.sleep(pause_s)
             fn()  # warm-up
             for _ in range(block):
                 start = time.perf_counter()
