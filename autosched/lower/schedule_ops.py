@@ -121,7 +121,7 @@ class Lowerer:
                 f"compute_at: stage {st.name!r} is attached to {parent.name!r}, which is inlined"
             )
         axis = parent.axes.get(st.attach[2])
-        while axis is not None and axis not in parent.leaves:
+        while axis is not None and parent.position(axis) is None:
             nxt = None
             for rel in parent.relations:
                 if isinstance(rel, Split) and rel.parent is axis:
@@ -134,7 +134,9 @@ class Lowerer:
                 f"compute_at: stage {st.name!r} is attached at axis {st.attach[2]!r} of {parent.name!r}, "
                 f"which is not one of its loops ({', '.join(a.name for a in parent.leaves)})"
             )
-        return parent, parent.leaves.index(axis)
+        pos = parent.position(axis)
+        assert pos is not None
+        return parent, pos
 
     def infer_bounds(self) -> None:
         for st in reversed(self.order):

@@ -40,7 +40,7 @@ def bind_flat(st: Stage, threads: int) -> None:
     """Fuse the spatial loops of ``st`` (its leading leaves) and bind them to blocks of ``threads``."""
     op = st.op
     assert isinstance(op, ComputeOp)
-    spatial = [a for a in op.axis if a in st.leaves]
+    spatial = [a for a in op.axis if st.position(a) is not None]
     if not spatial:
         return  # a scalar: one thread does it
     fused = st.fuse(*spatial) if len(spatial) > 1 else spatial[0]

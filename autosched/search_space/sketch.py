@@ -281,12 +281,12 @@ class _Builder:
             parent, axis = spots[where]
             st.compute_at(self.s[parent], axis)
             return
-        axes = [a for a in parallel_axes if a in st.leaves]
+        axes = [a for a in parallel_axes if st.position(a) is not None]
         if not axes:
             return
         depth = self.choose(f"{st.name}/parallel_depth", list(range(1, len(axes) + 1)))
         chosen = axes[:depth]
-        pos = [st.leaves.index(a) for a in chosen]
+        pos = [st.position(a) for a in chosen]
         if pos != list(range(pos[0], pos[0] + len(pos))) or pos[0] != 0:
             return
         fused = st.fuse(*chosen) if len(chosen) > 1 else chosen[0]

@@ -89,6 +89,10 @@ class Stage:
     def leaf_iter_vars(self) -> tuple[IterVar, ...]:
         return tuple(self.leaves)
 
+    def position(self, iv: IterVar) -> int | None:
+        """Index of ``iv`` among the loops, by identity (``==`` on axes builds expressions)."""
+        return next((i for i, a in enumerate(self.leaves) if a is iv), None)
+
     def __repr__(self) -> str:
         return f"Stage({self.name}, leaves=[{', '.join(a.name for a in self.leaves)}])"
 
@@ -109,7 +113,7 @@ class Stage:
                 f"{primitive}: {what} {name!r} is not an axis of stage {self.name!r} "
                 f"(its loops are: {', '.join(a.name for a in self.leaves)})"
             )
-        if iv not in self.leaves:
+        if self.position(iv) is None:
             raise ScheduleError(
                 f"{primitive}: {what} {name!r} of stage {self.name!r} was already split or fused; "
                 f"use one of its current loops: {', '.join(a.name for a in self.leaves)}"
@@ -155,7 +159,8 @@ class Stage:
         outer = self._new_axis("split", f"{iv.name}.outer", outer_extent, iv.kind)
         inner = self._new_axis("split", f"{iv.name}.inner", inner_extent, iv.kind)
         self.relations.append(Split(iv, outer, inner, factor, nparts))
-        pos = self.leaves.index(iv)
+        pos = self.position(iv)
+        assert pos is not None
         self.leaves[pos : pos + 1] = [outer, inner]
         self._record("split", iv.name, factor, nparts)
         return outer, inner
@@ -185,7 +190,7 @@ class Stage:
         if len(axes) < 2:
             raise ScheduleError(f"fuse: needs at least two axes, got {len(axes)}")
         ivs = [self._leaf("fuse", a) for a in axes]
-        pos = [self.leaves.index(iv) for iv in ivs]
+        pos = [self.position(iv) or 0 for iv in ivs]
         if pos != list(range(pos[0], pos[0] + len(pos))):
             raise ScheduleError(
                 f"fuse: axes {', '.join(iv.name for iv in ivs)} of stage {self.name!r} must be adjacent "
@@ -214,7 +219,7 @@ class Stage:
         ivs = [self._leaf("reorder", a) for a in axes]
         if len(set(ivs)) != len(ivs):
             raise ScheduleError(f"reorder: an axis is named twice in {[iv.name for iv in ivs]}")
-        slots = sorted(self.leaves.index(iv) for iv in ivs)
+        slots = sorted(self.position(iv) or 0 for iv in ivs)
         for slot, iv in zip(slots, ivs):
             self.leaves[slot] = iv
         self._record("reorder", tuple(iv.name for iv in ivs))
