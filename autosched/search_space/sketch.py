@@ -25,7 +25,7 @@ from typing import Any
 from ..te.expr import IterVar
 from ..te.tensor import ComputeOp, Tensor, TensorRead, walk
 from .schedule import Schedule, create_schedule
-from .stage import Stage
+from .stage import Split, Stage
 
 Decisions = dict[str, Any]
 UNROLL_STEPS = (0, 16, 64, 512)
@@ -213,6 +213,41 @@ class _Builder:
             producer.pragma(r0[0], "auto_unroll_max_step", unroll)
         self.done.update({producer.name, consumer.name})
 
+    def indexing_axes(self, consumer: Stage, st: Stage) -> set[str]:
+        """Names of ``consumer``'s root axes that appear in its reads of ``st`` (through inlining)."""
+
+        def dims(op: ComputeOp) -> set[int]:
+            found: set[int] = set()
+            for n in walk(op.body):
+                if not isinstance(n, TensorRead):
+                    continue
+                src = self.s.stage_of(n.tensor.op)
+                if src is st:
+                    idx = list(n.indices)
+                elif src.attach[0] == "inline" and isinstance(src.op, ComputeOp):
+                    idx = [n.indices[d] for d in dims(src.op)]
+                else:
+                    continue
+                ids = {id(v) for e in idx for v in walk(e)}
+                found.update(d for d, a in enumerate(op.axis) if id(a) in ids)
+            return found
+
+        op = consumer.op
+        assert isinstance(op, ComputeOp)
+        return {op.axis[d].name for d in dims(op)}
+
+    @staticmethod
+    def roots_of(stage: Stage, leaf: IterVar) -> set[str]:
+        """The root axes a loop of ``stage`` iterates over, through its splits and fuses."""
+        roots: dict[str, set[str]] = {}
+        for rel in stage.relations:
+            if isinstance(rel, Split):
+                roots[rel.outer.name] = roots[rel.inner.name] = roots.get(rel.parent.name, {rel.parent.name})
+            else:
+                outer = roots.get(rel.outer.name, {rel.outer.name})
+                roots[rel.fused.name] = outer | roots.get(rel.inner.name, {rel.inner.name})
+        return roots.get(leaf.name, {leaf.name})
+
     def packable(self, op: ComputeOp) -> list[Tensor]:
         """Inputs read along the vectorized (last spatial) axis that ignore another spatial axis."""
         last = op.axis[-1]
@@ -272,8 +307,11 @@ class _Builder:
         cons = [c for c in self.consumers(st) if c.name in self.done]
         spots: list[tuple[str, str]] = [("root", "")]
         if len(cons) == 1 and cons[0].attach[0] == "root":
+            # Only loops over axes that index ``st``: inside any other loop the same region would be
+            # recomputed on every iteration (a row max inside its row's column loop: N times over).
+            used = self.indexing_axes(cons[0], st)
             for leaf in cons[0].leaves:
-                if leaf.kind == "reduce":
+                if leaf.kind == "reduce" or not self.roots_of(cons[0], leaf) <= used:
                     break
                 spots.append((cons[0].name, leaf.name))
         where = self.choose(f"{st.name}/location", list(range(len(spots))))
