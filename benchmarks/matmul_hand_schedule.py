@@ -25,6 +25,17 @@ from autosched import te
 from autosched.measure.compare import interleaved_medians
 
 
+def register_tile(s, CC, kf: int) -> None:
+    """The accumulator tile in registers: k outside, the tile's rows unrolled, its columns in lanes."""
+    mc, nc = s[CC].op.axis
+    (kk,) = s[CC].op.reduce_axis
+    ko, ki = s[CC].split(kk, factor=kf)
+    s[CC].reorder(ko, ki, mc, nc)
+    s[CC].vectorize(nc)
+    s[CC].unroll(ki)
+    s[CC].unroll(mc)
+
+
 def gemm(M: int, N: int, K: int, bm: int = 8, bn: int = 32, kf: int = 4):
     A = te.placeholder((M, K), name="A")
     B = te.placeholder((K, N), name="B")
@@ -37,13 +48,7 @@ def gemm(M: int, N: int, K: int, bm: int = 8, bn: int = 32, kf: int = 4):
     mo, no, mi, ni = s[C].tile(C.op.axis[0], C.op.axis[1], bm, bn)
     s[C].reorder(no, mo, mi, ni)  # a packed B panel (K x bn) is reused by every row block
     s[CC].compute_at(s[C], mo)
-    mc, nc = s[CC].op.axis
-    (kk,) = s[CC].op.reduce_axis
-    ko, ki = s[CC].split(kk, factor=kf)
-    s[CC].reorder(ko, ki, mc, nc)
-    s[CC].vectorize(nc)
-    s[CC].unroll(ki)
-    s[CC].unroll(mc)
+    register_tile(s, CC, kf)
     s[C].vectorize(ni)
     s[C].parallel(s[C].fuse(no, mo))
     x, _, z = s[packedB].op.axis
@@ -67,13 +72,7 @@ def gemm_panel_packing(M: int, N: int, K: int, bm: int = 8, bn: int = 32, kf: in
     s[C].reorder(no, mo, mi, ni)
     s[CC].compute_at(s[C], mo)
     s[BB].compute_at(s[C], no)
-    mc, nc = s[CC].op.axis
-    (kk,) = s[CC].op.reduce_axis
-    ko, ki = s[CC].split(kk, factor=kf)
-    s[CC].reorder(ko, ki, mc, nc)
-    s[CC].vectorize(nc)
-    s[CC].unroll(ki)
-    s[CC].unroll(mc)
+    register_tile(s, CC, kf)
     s[C].vectorize(ni)
     s[C].parallel(no)
     s[BB].vectorize(s[BB].op.axis[1])

@@ -9,20 +9,14 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import AutoschedError
+from ..records.log import trace_key
 from .result import ERROR_KINDS, MeasureResult
 from .task import MeasureTask
-
-
-def trace_key(trace: Any) -> str:
-    """A stable text key of a trace (a tuple of Steps or its JSON form), for hashing and seeding."""
-    steps = [s.to_json() if hasattr(s, "to_json") else s for s in trace]
-    return json.dumps(steps, sort_keys=True, default=str)
 
 
 class FakeMeasurer:

@@ -7,10 +7,12 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy.special import erf
 
 import autosched
 from autosched import ops
+from tests.unit.test_topi import np_gelu as gelu_ref
+from tests.unit.test_topi import np_pool as pool_ref
+from tests.unit.test_topi import np_softmax as softmax_ref
 
 RNG = np.random.default_rng(0)
 
@@ -40,33 +42,6 @@ def conv2d_ref(x, w, stride=1, padding=0, dilation=1, groups=1):
                     "nchw,kc->nkhw", patch, w[g * kg : (g + 1) * kg, :, r, s]
                 )
     return out
-
-
-def pool_ref(x, k, s, p, kind, count_include_pad=False):
-    N, C, H, W = x.shape
-    fill = -np.inf if kind == "max" else 0.0
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)), constant_values=fill)
-    ones = np.pad(np.ones((H, W)), p)
-    oh, ow = (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1
-    out = np.empty((N, C, oh, ow))
-    for i in range(oh):
-        for j in range(ow):
-            win = xp[:, :, i * s : i * s + k, j * s : j * s + k]
-            if kind == "max":
-                out[:, :, i, j] = win.max(axis=(2, 3))
-            else:
-                n = k * k if count_include_pad else ones[i * s : i * s + k, j * s : j * s + k].sum()
-                out[:, :, i, j] = win.sum(axis=(2, 3)) / n
-    return out
-
-
-def softmax_ref(x, axis=-1):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def gelu_ref(x):
-    return 0.5 * x * (1 + erf(x / math.sqrt(2)))
 
 
 def attention_ref(q, k, v, causal=False):
