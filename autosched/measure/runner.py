@@ -2,7 +2,11 @@
 
 The worker holds the task's inputs and expected outputs. For each candidate it loads the ``.so``, fills
 the outputs with garbage, runs once and compares with the reference (a mismatch is "wrong_result", never
-a timing), warms up, then times ``repeat`` repeats of at least ``min_repeat_ms`` each. The parent waits
+a timing), warms up, then times ``repeat`` repeats of at least ``min_repeat_ms`` each. A candidate whose
+checked first run is over ``slow_factor`` times the best this runner has timed for the task keeps that one
+run as its cost: ten repeats of a hopeless kernel cost more than the rest of a batch, and one still
+running after :data:`ABORT_FACTOR` times the best (at least :data:`ABORT_FLOOR_S`) is stopped as a
+"timeout" rather than waited for until ``timeout_s``. The parent waits
 a bounded time per candidate: a hang is killed ("timeout"), a death is a "crash" naming the signal, and
 a fresh worker takes over. The worker runs under an address-space limit, so a huge allocation fails
 ("memory", or a crash marked "possibly out of memory") instead of taking the machine down.
@@ -26,6 +30,9 @@ if TYPE_CHECKING:
     from .task import MeasureTask
 
 START_TIMEOUT_S = 60.0  # spawning a worker and handing it the task's arrays
+ABORT_FACTOR = 100.0  # a candidate still running after this many times the best time is stopped ...
+SLOW_MIN_S = 0.005  # a first run shorter than this is cheap to repeat (and noisy: cold caches, dlopen)
+ABORT_FLOOR_S = 2.0  # ... but never before this (a worker restart costs about a second)
 _GIB = 1 << 30
 
 
@@ -59,6 +66,7 @@ class LocalRunner:
         *,
         warmup: int = 1,
         num_threads: int | None = None,
+        slow_factor: float = 10.0,
     ):
         if repeat < 1 or timeout_s <= 0:
             raise ValueError(f"LocalRunner: need repeat >= 1 and timeout_s > 0, got {repeat}, {timeout_s}")
@@ -68,6 +76,8 @@ class LocalRunner:
         self.memory_limit_bytes = memory_limit_bytes or default_memory_limit()
         self.warmup = warmup
         self.num_threads = num_threads
+        self.slow_factor = slow_factor
+        self._best: dict[tuple[int, str], float] = {}  # per task: best median timed here (slow shortcut)
         self._proc: Any = None
         self._conn: Any = None
         self._task: MeasureTask | None = None  # the task the live worker holds
@@ -166,7 +176,11 @@ class LocalRunner:
         if failed is not None:
             return MeasureResult((), failed[0], failed[1], build_s=b.build_s, run_s=time.perf_counter() - t0)
         t0 = time.perf_counter()
-        budget = 0.8 * self.timeout_s  # the worker times fewer repeats of a slow kernel rather than time out
+        key = (id(task), task.name)
+        best = self._best.get(key, math.inf)
+        # A kernel far slower than the best is stopped early rather than waited for up to the timeout.
+        wait = min(self.timeout_s, max(ABORT_FLOOR_S, ABORT_FACTOR * best))
+        budget = 0.8 * wait  # the worker times fewer repeats of a slow kernel rather than time out
         message = (
             "run",
             b.path,
@@ -176,12 +190,17 @@ class LocalRunner:
             self.min_repeat_ms / 1e3,
             self.warmup,
             budget,
+            self.slow_factor * best,
         )
-        reply = self._call(message, self.timeout_s)
+        reply = self._call(message, wait)
         run_s = time.perf_counter() - t0
         if reply[0] == "ok":
-            return MeasureResult(tuple(reply[1]), build_s=b.build_s, run_s=run_s)
+            result = MeasureResult(tuple(reply[1]), build_s=b.build_s, run_s=run_s)
+            self._best[key] = min(best, result.median)
+            return result
         _, kind, msg = reply
+        if kind == "timeout" and wait < self.timeout_s:
+            msg += f" (stopped early: over {ABORT_FACTOR:g}x the best time so far, {best * 1e3:.3g} ms)"
         if kind == "crash" and b.workspace_bytes > self.memory_limit_bytes // 4:
             msg += (
                 f"; possibly out of memory: the kernel allocates {_gib(b.workspace_bytes)} "
@@ -275,7 +294,15 @@ class _WorkerState:
         raise RunError(f"runner: unknown message {message[0]!r}")
 
     def run(
-        self, path: str, name: str, nargs: int, repeat: int, min_repeat_s: float, warmup: int, budget_s: float
+        self,
+        path: str,
+        name: str,
+        nargs: int,
+        repeat: int,
+        min_repeat_s: float,
+        warmup: int,
+        budget_s: float,
+        slow_s: float = math.inf,
     ) -> list[float]:
         from ..runtime.link import load_function
 
@@ -293,6 +320,8 @@ class _WorkerState:
         fn(*ptrs)
         once = time.perf_counter() - t0
         self.check(n_in)
+        if once > max(slow_s, SLOW_MIN_S):
+            return [once]  # far slower than the best: its rank is clear without repeats
         for _ in range(warmup):
             fn(*ptrs)
         number = max(1, min(1_000_000, math.ceil(min_repeat_s / max(once, 1e-9))))

@@ -18,6 +18,7 @@ mutated one decision at a time (:mod:`.mutate`) and recorded next to its trace.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -36,17 +37,30 @@ def divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def sample_tiles(extent: int, levels: int, rng: random.Random, inner_max: int = 64) -> list[int]:
-    """Random lengths per level, outermost first, whose product is ``extent``."""
+def sample_tiles(
+    extent: int, levels: int, rng: random.Random, inner_max: int = 64, inner_multiple: int = 1
+) -> list[int]:
+    """Random lengths per level, outermost first, whose product is ``extent``; the innermost is at
+    most ``inner_max`` and a multiple of ``inner_multiple`` (when ``extent`` allows one)."""
     lengths = []
     rest = extent
     for level in range(levels - 1):
-        cap = inner_max if level == 0 else rest
-        d = rng.choice([x for x in divisors(rest) if x <= cap])
+        if level == 0:
+            options = inner_options(rest, inner_max, inner_multiple)
+        else:
+            options = divisors(rest)
+        d = rng.choice(options)
         lengths.append(d)
         rest //= d
     lengths.append(rest)
     return lengths[::-1]
+
+
+def inner_options(extent: int, inner_max: int, multiple: int = 1) -> list[int]:
+    """Lengths for the innermost tile of an axis of ``extent``: divisors up to ``inner_max`` that are
+    multiples of ``multiple``, or all divisors up to ``inner_max`` when none is."""
+    small = [d for d in divisors(extent) if d <= inner_max]
+    return [d for d in small if d % multiple == 0] or small
 
 
 def has_reuse(op: ComputeOp) -> bool:
@@ -96,15 +110,19 @@ class _Builder:
         self.used[key] = value
         return value
 
-    def tiles(self, key: str, extent: int, levels: int, inner_max: int = 64) -> list[int]:
+    def tiles(
+        self, key: str, extent: int, levels: int, inner_max: int = 64, inner_multiple: int = 1
+    ) -> list[int]:
         value = self.given.get(key)
         ok = (
             isinstance(value, list)
             and len(value) == levels
             and all(isinstance(x, int) and x > 0 for x in value)
+            and _prod(value) == extent
+            and value[-1] in inner_options(extent, inner_max, inner_multiple)
         )
-        if not ok or _prod(value) != extent:
-            value = sample_tiles(extent, levels, self.rng, inner_max)
+        if not ok:
+            value = sample_tiles(extent, levels, self.rng, inner_max, inner_multiple)
         self.used[key] = value
         return value
 
@@ -167,11 +185,12 @@ class _Builder:
         name = producer.name
         p_op, c_op = producer.op, consumer.op
         assert isinstance(p_op, ComputeOp) and isinstance(c_op, ComputeOp)
-        nsp = len(p_op.axis)
-        lengths = [
-            self.tiles(f"{name}/tile/{a.name}", a.extent, 4, inner_max=64 if d == nsp - 1 else 16)
-            for d, a in enumerate(p_op.axis)
-        ]
+        # The last axis is the vector axis: its register tile is whole vectors where the extent allows
+        # (a 1-8 lane tile on a 16-lane machine wastes most of each instruction).
+        *outer_axes, last = p_op.axis
+        lengths = [self.tiles(f"{name}/tile/{a.name}", a.extent, 4, inner_max=16) for a in outer_axes]
+        multiple = math.gcd(self.p.lanes, last.extent)
+        lengths.append(self.tiles(f"{name}/tile/{last.name}", last.extent, 4, 64, multiple))
         # Consumer: levels S0, S1 and the inner (S2*S3) tile; the producer goes inside S1.
         outer0, outer1, inner = [], [], []
         for ax, ln in zip(c_op.axis, lengths):

@@ -115,6 +115,41 @@ def test_runner_survives_faults(add_task: MeasureTask, libs: dict[str, BuildResu
     assert elapsed < 15, f"fault injection took {elapsed:.1f} s"
 
 
+def _spinning_add(seconds: float) -> str:
+    """A correct add that first spins for ``seconds`` of wall time."""
+    return (
+        "#include <time.h>\n"
+        "static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);"
+        " return t.tv_sec + 1e-9 * t.tv_nsec; }\n"
+        f"void add(float* A, float* B, float* C) {{ double end = now() + {seconds};"
+        " while (now() < end) {} for (int i = 0; i < 256; i++) C[i] = A[i] + B[i]; }"
+    )
+
+
+def test_runner_cuts_short_hopeless_candidates(
+    add_task: MeasureTask, libs: dict[str, BuildResult], tmp_path: Path
+) -> None:
+    built = {}
+    for name, seconds in [("slow", 0.02), ("crawl", 30.0)]:
+        so = link_shared(
+            [_cc(_spinning_add(seconds), tmp_path / f"{name}.o").read_bytes()], tmp_path / name / "add.so"
+        )
+        built[name] = BuildResult(str(so), "add", 3)
+    with LocalRunner(timeout_s=60, repeat=5, min_repeat_ms=1) as runner:
+        (first_slow,) = runner.run(add_task, [built["slow"]])  # nothing timed yet: timed in full
+        t0 = time.perf_counter()
+        good, slow, crawl, again = runner.run(
+            add_task, [libs["good"], built["slow"], built["crawl"], libs["good"]]
+        )
+        elapsed = time.perf_counter() - t0
+    assert len(first_slow.costs) == 5 and first_slow.median >= 0.02
+    assert good.ok and len(good.costs) == 5
+    assert slow.ok and len(slow.costs) == 1 and slow.costs[0] >= 0.02  # over 10x the best: one run kept
+    assert crawl.error == "timeout" and "stopped early" in crawl.error_msg, crawl.error_msg
+    assert again.ok and len(again.costs) == 5  # a fresh worker took over
+    assert elapsed < 20, f"the 30 s kernel was not stopped early ({elapsed:.1f} s)"
+
+
 def test_runner_thread_count_reaches_worker(add_task: MeasureTask, tmp_path: Path) -> None:
     # A kernel that reports omp_get_max_threads() through its output fails the check, with the count.
     src = (

@@ -1,0 +1,41 @@
+"""Sketch priors that hold for every sample (no compiling: the decisions and the schedule's steps)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from autosched.search_space.mutate import mutate
+from autosched.search_space.sketch import SketchPolicy, inner_options, sample_tiles
+from autosched.topi.workloads import make_matmul
+
+
+def test_inner_options_prefer_whole_vectors() -> None:
+    assert inner_options(1024, 64, 16) == [16, 32, 64]
+    assert inner_options(56, 64, 8) == [8, 56]
+    assert inner_options(7, 64, 1) == [1, 7]
+    assert inner_options(12, 64, 16) == [1, 2, 3, 4, 6, 12]  # no multiple of 16 divides 12: all kept
+    rng = random.Random(0)
+    for _ in range(200):
+        t = sample_tiles(1024, 4, rng, 64, 16)
+        assert t[-1] in (16, 32, 64) and t[0] * t[1] * t[2] * t[3] == 1024
+
+
+@pytest.mark.parametrize("n", [1024, 48])
+def test_matmul_register_tile_is_whole_vectors(n: int) -> None:
+    *_, C = make_matmul(n, n, n)
+    policy = SketchPolicy([C], lanes=16)
+    rng = random.Random(1)
+    for _ in range(30):
+        _, d = policy.sample(rng)
+        j = d["matmul.local/tile/j"]
+        assert j[-1] % 16 == 0 and j[-1] <= 64, j
+        # A mutation that breaks the rule is repaired when the candidate is rebuilt.
+        bad = dict(d, **{"matmul.local/tile/j": [n // 2, 1, 1, 2]})
+        _, rebuilt = policy.sample(rng, bad)
+        assert rebuilt["matmul.local/tile/j"][-1] % 16 == 0
+        child = mutate(d, rng)
+        assert child is not None
+        _, kept = policy.sample(rng, child)
+        assert kept["matmul.local/tile/j"][-1] % 16 == 0
