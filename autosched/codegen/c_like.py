@@ -10,7 +10,9 @@ kernel:
 - guards are pushed below barriers, so every thread of a block reaches every barrier;
 - a store to shared or global memory outside the loops bound to some launch dimension of size > 1
   runs on index 0 of it only, since those threads would all write (and race on) the same element;
-- ``local`` buffers are private arrays, ``shared`` ones ``__local``/``__shared__`` arrays.
+- ``local`` buffers are private arrays, ``shared`` ones ``__local``/``__shared__`` arrays;
+- a reduction loop bound to threads is refused: GPU_PASSES rewrite it into per-thread partials and
+  a shared-memory tree first (:mod:`autosched.lower.cross_thread`).
 
 Example::
 
@@ -191,7 +193,7 @@ class _Renderer:
                 if x.var.kind == "reduce" and x.thread_tag.startswith("threadIdx"):
                     raise self.fail(
                         f"reduction loop {x.var.name!r} is bound to {x.thread_tag}: threads would race on "
-                        "its accumulator (bind spatial loops, or rfactor into a shared stage)"
+                        "its accumulator; run GPU_PASSES (lower_cross_thread_reductions) before rendering"
                     )
                 self.dims[x.thread_tag] = max(self.dims[x.thread_tag], x.extent)
             elif isinstance(x, Allocate) and x.buffer.scope == "shared":

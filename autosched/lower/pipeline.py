@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from ..search_space.schedule import Schedule
 from ..te.tensor import Tensor
+from .cross_thread import lower_cross_thread_reductions
 from .gpu_sync import insert_barriers
 from .ir import PrimFunc
 from .schedule_ops import schedule_to_loops
@@ -24,6 +25,8 @@ PASSES: list[tuple[str, Pass]] = [
 # Run by the GPU adapters (opencl, cuda) after PASSES, on the function they render.
 GPU_PASSES: list[tuple[str, Pass]] = [
     ("insert_barriers", insert_barriers),  # publish shared-memory fetches to the whole block
+    # reductions bound to threads: partials, then a shared-memory tree (brings its own barriers)
+    ("lower_cross_thread_reductions", lower_cross_thread_reductions),
 ]
 
 

@@ -10,12 +10,13 @@ Per stage, from the outputs back, the first rule that fits:
   reduction itself inside its elementwise consumer) computed at the thread loop; optionally each
   input is copied into ``shared`` memory at the outer reduction loop, the copy fused and bound to
   the same threads (a cooperative fetch; :mod:`autosched.lower.gpu_sync` adds the barriers);
-- a reduction without reuse (softmax, norms, pooling) runs one output element per thread, the
-  reduction serial in the thread, as its own kernel or inside its consumer's thread loop;
+- a reduction without reuse (softmax, norms, pooling) either runs one output element per thread,
+  the reduction serial in the thread, as its own kernel or inside its consumer's thread loop; or,
+  decision ``<stage>/cross_thread``, as a cross-thread reduction (TVM, Ansor): one output element
+  per block, the reduction axes fused and split, the inner part (``<stage>/reduce_threads``) bound
+  to ``threadIdx.x``, as its own kernel or inside its consumer's block loop;
+  :mod:`autosched.lower.cross_thread` turns it into per-thread partials and a shared-memory tree;
 - any other stage: spatial loops fused, split, bound to ``blockIdx.x`` / ``threadIdx.x``.
-
-Cross-thread reduction (a reduction loop bound to threads) is not generated: the C-like codegen
-rejects it until it can emit the shared-memory tree it needs.
 
 Example::
 
@@ -34,6 +35,7 @@ from .sketch import UNROLL_STEPS, Decisions, _Builder, _prod
 from .stage import Stage
 
 THREADS = (32, 64, 128, 256, 512)
+REDUCE_THREADS = (8, 16, 32, 64, 128, 256, 512)
 
 
 def bind_flat(st: Stage, threads: int) -> None:
@@ -82,7 +84,10 @@ class _GPUBuilder(_Builder):
 
     # build() is the CPU builder's walk; only the rules for reductions and elementwise stages differ.
     def plain_reduction(self, st: Stage) -> None:
-        self.thread_reduction(st)
+        if self.choose(f"{st.name}/cross_thread", (False, True)):
+            self.cross_thread_reduction(st)
+        else:
+            self.thread_reduction(st)
 
     def elementwise(self, st: Stage) -> None:
         bind_flat(st, self.threads(st))
@@ -162,4 +167,27 @@ class _GPUBuilder(_Builder):
             st.compute_at(cons[0], spot)
         else:
             bind_flat(st, self.threads(st))
+        self.done.add(st.name)
+
+    def cross_thread_reduction(self, st: Stage) -> None:
+        """One output element per block, its reduction shared by the block's threads: its own kernel,
+        or inside its consumer's block loop."""
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        red = op.reduce_axis
+        fused = st.fuse(*red) if len(red) > 1 else red[0]
+        # Thread counts far beyond the reduction would only idle; the smallest is always offered.
+        options = [t for t in REDUCE_THREADS if t <= self.p.max_threads] or [1]
+        options = [t for t in options if t < 2 * fused.extent] or options[:1]
+        _, inner = st.split(fused, factor=self.choose(f"{st.name}/reduce_threads", options))
+        st.bind(inner, "threadIdx.x")
+        cons = [c for c in self.consumers(st) if c.name in self.done]
+        spot = None
+        if len(cons) == 1 and cons[0].attach[0] == "root":
+            spot = next((a for a in cons[0].leaves if cons[0].thread_tags.get(a.name) == "blockIdx.x"), None)
+        if spot is not None and self.choose(f"{st.name}/location", (0, 1)) == 1:
+            st.compute_at(cons[0], spot)
+        elif op.axis:
+            spatial = st.fuse(*op.axis) if len(op.axis) > 1 else op.axis[0]
+            st.bind(spatial, "blockIdx.x")
         self.done.add(st.name)
