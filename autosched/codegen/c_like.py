@@ -10,6 +10,8 @@ kernel:
 - guards are pushed below barriers, so every thread of a block reaches every barrier;
 - a store to shared or global memory outside the loops bound to some launch dimension of size > 1
   runs on index 0 of it only, since those threads would all write (and race on) the same element;
+- a ``vectorized`` loop of contiguous float32 accesses becomes OpenCL ``vloadN``/``vstoreN``
+  (:mod:`.c_like_vector`); otherwise, and always in CUDA, it stays a scalar unrolled loop;
 - ``local`` buffers are private arrays, ``shared`` ones ``__local``/``__shared__`` arrays;
 - a reduction loop bound to threads is refused: GPU_PASSES rewrite it into per-thread partials and
   a shared-memory tree first (:mod:`autosched.lower.cross_thread`).
@@ -31,6 +33,7 @@ from ..lower.ir import Allocate, Barrier, Buffer, For, IfThenElse, Load, PrimFun
 from ..lower.stmt_visit import walk_stmts
 from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var, is_float
 from ..te.tensor import walk
+from .c_like_vector import vector_store
 
 ITEM_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "bool": 1}
 TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -273,7 +276,12 @@ class _Renderer:
             self.stmt(s.body, sc, depth + 1)
             self.emit(depth, "}")
             return
-        if s.kind == "unrolled" or s.thread_tag == "vthread":
+        if s.kind == "vectorized" and isinstance(s.body, Store):
+            line = vector_store(self, s, s.body)
+            if line is not None:
+                self.emit_store(s.body.buffer, line, sc, depth)
+                return
+        if s.kind in ("unrolled", "vectorized") or s.thread_tag == "vthread":
             self.emit(depth, "#pragma unroll")
         self.emit(depth, f"for (int {v} = 0; {v} < {s.extent}; ++{v}) {{")
         self.stmt(s.body, sc, depth + 1)
@@ -282,6 +290,9 @@ class _Renderer:
     def store(self, s: Store, sc: _Scope, depth: int) -> None:
         b = s.buffer
         line = f"{self.name(b)}[{self.flat(b, s.indices)}] = {self.value(s.value, b.dtype)};"
+        self.emit_store(b, line, sc, depth)
+
+    def emit_store(self, b: Buffer, line: str, sc: _Scope, depth: int) -> None:
         if b.scope == "local":
             if id(b) not in sc.private and any(t.startswith("threadIdx") for t in sc.bound):
                 raise self.fail(
