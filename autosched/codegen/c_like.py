@@ -86,6 +86,17 @@ _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "
          "pow": "pow", "floor": "floor", "ceil": "ceil"}  # fmt: skip
 
 
+# Names a buffer or loop must not take: C keywords and the built-ins the kernels call (a local array
+# named ``max`` would hide the function).
+_RESERVED = frozenset(
+    "auto bool break case char const continue default do double else enum extern float for goto if int "
+    "long register restrict return short signed sizeof static struct switch typedef union unsigned void "
+    "volatile while half kernel global local constant private inline abs fabs min max fmin fmax exp log "
+    "sqrt rsqrt tanh erf pow floor ceil barrier vload2 vload4 vload8 vload16 vstore2 vstore4 vstore8 "
+    "vstore16 threadIdx blockIdx blockDim gridDim".split()
+)
+
+
 @dataclass(frozen=True)
 class KernelLaunch:
     """One kernel of a program: its name, the global buffers it takes (in order) and its launch shape."""
@@ -158,7 +169,7 @@ class _Renderer:
     def __init__(self, func: PrimFunc, d: Dialect):
         self.func, self.d = func, d
         self.names: dict[int, str] = {}
-        self.taken: set[str] = set()
+        self.taken: set[str] = set(_RESERVED)
         self.helpers: dict[str, str] = {}
         self.out: list[str] = []
         self.uses_double = False
