@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", default=",".join(FULL), help=f"comma-separated, from {', '.join(FULL)}")
     p.add_argument("--strategies", default="random,evolutionary")
     p.add_argument("--trials", help="comma-separated checkpoints; the largest is the budget (64,256,1000)")
-    p.add_argument("--batch-size", type=int, help="candidates measured per round (default 64; quick 8)")
+    p.add_argument("--batch-size", type=int, help="candidates measured per round (default: autosched tune's)")
     p.add_argument("--target", default="llvm-cpu")
     p.add_argument("--threads", type=int)
     p.add_argument("--timeout", type=float, default=10.0)
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     checkpoints = [int(x) for x in (args.trials or ("8,16" if args.quick else "64,256,1000")).split(",")]
-    args.batch_size = args.batch_size or (8 if args.quick else 64)
+    args.batch_size = args.batch_size or (8 if args.quick else TuneOptions.batch_size)
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in names if w not in sizes]
     if unknown:

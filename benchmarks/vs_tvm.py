@@ -167,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny sizes and 16 trials")
     p.add_argument("--workloads", default=",".join(FULL))
     p.add_argument("--trials", help="comma-separated budgets (default 64,256; quick 16)")
-    p.add_argument("--batch-size", type=int, default=64, help="autosched candidates per round (TVM: 64)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=TuneOptions.batch_size,
+        help="autosched candidates per round (TVM: 64)",
+    )
     p.add_argument("--mcpu", default="znver4")
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     p.add_argument("--number", type=int, default=10)

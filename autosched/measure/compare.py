@@ -14,18 +14,27 @@ from typing import Any
 
 
 def interleaved_medians(
-    fns: Sequence[Callable[[], Any]], repeat: int = 20, block: int = 5, pause_s: float = 0.3
+    fns: Sequence[Callable[[], Any]],
+    repeat: int = 20,
+    block: int = 5,
+    pause_s: float = 0.3,
+    warmup_s: float = 0.3,
 ) -> list[float]:
     """Median seconds per call of each function, timed in alternating blocks of ``block`` calls.
 
     ``pause_s`` before each block lets the previous contender's threads stop spinning (OpenBLAS
     spins for about 0.1-0.2 s after a call; a shorter pause slowed the next kernel by up to 1.5x).
+    Each block is preceded by ``warmup_s`` of calls, so that both contenders are timed warm (caches,
+    thread pools, clocks) and the first slow calls after the other's block are not counted.
     """
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(max(1, repeat // block)):
         for i, fn in enumerate(fns):
             time.sleep(pause_s)
-            fn()  # warm-up
+            warm_until = time.perf_counter() + warmup_s
+            fn()
+            while time.perf_counter() < warm_until:
+                fn()
             for _ in range(block):
                 start = time.perf_counter()
                 fn()
@@ -39,7 +48,7 @@ def compare_with_baseline(
     target: str,
     inputs: Sequence[Any],
     baseline: Callable[..., Any],
-    repeat: int = 20,
+    repeat: int = 40,
 ) -> tuple[float, float]:
     """(tuned seconds, baseline seconds): ``trace`` rebuilt in this process and timed against
     ``baseline(*inputs)`` with :func:`interleaved_medians`."""

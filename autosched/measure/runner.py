@@ -66,7 +66,7 @@ class LocalRunner:
         *,
         warmup: int = 1,
         num_threads: int | None = None,
-        slow_factor: float = 10.0,
+        slow_factor: float = 3.0,
     ):
         if repeat < 1 or timeout_s <= 0:
             raise ValueError(f"LocalRunner: need repeat >= 1 and timeout_s > 0, got {repeat}, {timeout_s}")

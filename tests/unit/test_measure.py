@@ -144,7 +144,7 @@ def test_runner_cuts_short_hopeless_candidates(
         elapsed = time.perf_counter() - t0
     assert len(first_slow.costs) == 5 and first_slow.median >= 0.02
     assert good.ok and len(good.costs) == 5
-    assert slow.ok and len(slow.costs) == 1 and slow.costs[0] >= 0.02  # over 10x the best: one run kept
+    assert slow.ok and len(slow.costs) == 1 and slow.costs[0] >= 0.02  # over 3x the best: one run kept
     assert crawl.error == "timeout" and "stopped early" in crawl.error_msg, crawl.error_msg
     assert again.ok and len(again.costs) == 5  # a fresh worker took over
     assert elapsed < 20, f"the 30 s kernel was not stopped early ({elapsed:.1f} s)"
