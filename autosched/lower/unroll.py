@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 
-from .ir import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt
+from ..te.expr import Select
+from ..te.tensor import walk
+from .ir import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from .stmt_visit import walk_stmts
 
 
 def _steps(s: Stmt) -> int:
     """Statements executed by one run of ``s`` (loops multiply)."""
     if isinstance(s, For):
-        # A vectorized loop becomes one vector instruction per statement, not ``extent`` of them.
-        return (1 if s.kind == "vectorized" else s.extent) * _steps(s.body)
+        # A vectorized loop becomes one vector instruction per statement, not ``extent`` of them;
+        # but one with a condition inside may be emitted lane by lane (a padded conv's input along
+        # the vector axis), and 504 unrolled copies of that took LLVM over 30 s: count every lane.
+        lanes = 1 if s.kind == "vectorized" and not _has_condition(s.body) else s.extent
+        return lanes * _steps(s.body)
     if isinstance(s, Seq):
         return sum(_steps(x) for x in s.stmts)
     if isinstance(s, IfThenElse):
@@ -19,6 +25,16 @@ def _steps(s: Stmt) -> int:
     if isinstance(s, Allocate):
         return _steps(s.body)
     return 1
+
+
+def _has_condition(s: Stmt) -> bool:
+    """A guard or a select anywhere inside: the vector codegen may emit such a loop lane by lane."""
+    for x in walk_stmts(s):
+        if isinstance(x, IfThenElse):
+            return True
+        if isinstance(x, Store) and any(isinstance(n, Select) for n in walk(x.value)):
+            return True
+    return False
 
 
 def _unroll_within(s: Stmt, max_step: int) -> Stmt:

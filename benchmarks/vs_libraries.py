@@ -1,0 +1,175 @@
+"""Tuned autosched kernels against the vendor libraries (numpy/OpenBLAS, and torch where installed).
+
+For matmul 1024^3, a ResNet 3x3 conv2d (56x56x64), softmax 4096x1024 and dense+bias+relu
+(512x1024x1024), the best kernel of a tuning log (or of a fresh ``--trials`` run) is rebuilt in
+this process and timed against each library in alternating blocks
+(:func:`autosched.measure.compare.interleaved_medians`); the ratios are library time / ours
+(> 1: autosched is faster). numpy has no conv2d; torch is skipped when it is not installed.
+
+    python benchmarks/vs_libraries.py --trials 300                      # tune each, then compare
+    python benchmarks/vs_libraries.py --log matmul.jsonl --workloads matmul   # compare a log's best
+    python benchmarks/vs_libraries.py --quick                           # tiny sizes: a smoke test
+
+Run it alone on the machine: anything else running makes the times meaningless.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autosched.build import build
+from autosched.hai.registry import get_adapter
+from autosched.measure.compare import interleaved_medians
+from autosched.records.log import load_records
+from autosched.records.record import fingerprint_of
+from autosched.search_space.schedule import replay
+from autosched.target import parse_target
+from autosched.te.workload import WorkloadInstance
+from autosched.testing import split_args
+from autosched.topi.workloads import make_conv2d, make_dense, make_matmul, make_softmax
+from autosched.tune import TuneOptions, Tuner
+
+FULL = {
+    "matmul": lambda: make_matmul(1024, 1024, 1024),
+    "conv2d": lambda: make_conv2d(1, 64, 56, 56, 64, 3, 3, stride=1, padding=1),
+    "softmax": lambda: make_softmax((4096, 1024)),
+    "dense": lambda: make_dense(512, 1024, 1024, bias=True, activation="relu"),
+}
+QUICK = {
+    "matmul": lambda: make_matmul(64, 64, 64),
+    "conv2d": lambda: make_conv2d(1, 8, 14, 14, 16, 3, 3, stride=1, padding=1),
+    "softmax": lambda: make_softmax((64, 128)),
+    "dense": lambda: make_dense(32, 64, 64, bias=True, activation="relu"),
+}
+
+
+def numpy_fn(name: str) -> Callable[..., Any] | None:
+    if name == "matmul":
+        return lambda a, b: a @ b
+    if name == "softmax":
+
+        def softmax(x: np.ndarray) -> np.ndarray:
+            e = np.exp(x - x.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True)
+
+        return softmax
+    if name == "dense":
+        return lambda x, w, b: np.maximum(x @ w.T + b, 0)
+    return None  # numpy has no convolution
+
+
+def torch_fn(name: str, threads: int) -> tuple[Callable[..., Any], Callable[..., Any]] | None:
+    """(convert numpy inputs to tensors, the op) or None without torch."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    ops = {
+        "matmul": torch.mm,
+        "conv2d": lambda x, w: F.conv2d(x, w, padding=1),
+        "softmax": lambda x: torch.softmax(x, dim=1),
+        "dense": lambda x, w, b: torch.relu(F.linear(x, w, b)),
+    }
+    op = ops[name]
+
+    def run(*ts: Any) -> Any:
+        with torch.inference_mode():
+            return op(*ts)
+
+    return torch.from_numpy, run
+
+
+def best_trace(logs: list[Path], inst: WorkloadInstance, fingerprint: str) -> tuple[Any, int] | None:
+    """The fastest trace for ``inst`` on this chip in any of ``logs``, and how many trials they hold."""
+    records = [
+        r
+        for log in logs
+        for r in load_records(log, target_fingerprint=fingerprint, workload_key=inst.key).records
+    ]
+    ok = [r for r in records if r.ok]
+    return (min(ok, key=lambda r: r.mean_cost).trace, len(records)) if ok else None
+
+
+def time_contenders(
+    name: str, inst: WorkloadInstance, trace: Any, target: Any, threads: int, repeat: int
+) -> dict[str, float]:
+    """Median seconds per call of the tuned kernel and each library, timed in turns."""
+    ins, outs = split_args(list(inst.tensors))
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(t.shape).astype(t.dtype) for t in ins]
+    out_arrays = [np.empty(t.shape, t.dtype) for t in outs]
+    fn = build(replay(outs, trace), list(inst.tensors), target, name="tuned")
+    contenders: list[tuple[str, Callable[[], Any]]] = [("autosched", lambda: fn(*inputs, *out_arrays))]
+    ref = numpy_fn(name)
+    if ref is not None:
+        contenders.append(("numpy", lambda: ref(*inputs)))
+    th = torch_fn(name, threads)
+    if th is not None:
+        to_tensor, op = th
+        tensors = [to_tensor(a) for a in inputs]
+        contenders.append(("torch", lambda: op(*tensors)))
+    medians = interleaved_medians([c[1] for c in contenders], repeat)
+    return dict(zip([c[0] for c in contenders], medians))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes, 16 trials")
+    p.add_argument("--workloads", default=",".join(FULL))
+    p.add_argument("--log", action="append", default=[], help="a tuning log to take best kernels from")
+    p.add_argument("--trials", type=int, help="tune workloads no --log covers (default 300; quick 16)")
+    p.add_argument("--repeat", type=int, default=60, help="timed calls of each contender")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = p.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    trials = args.trials or (16 if args.quick else 300)
+    target = parse_target("llvm-cpu")
+    fingerprint = fingerprint_of(target, get_adapter(target).info())
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    work = Path(tempfile.mkdtemp(prefix="autosched_vs_libraries_"))
+    rows = []
+    for name in [w.strip() for w in args.workloads.split(",") if w.strip()]:
+        if name not in sizes:
+            p.error(f"unknown workload {name!r}; known: {', '.join(sizes)}")
+        inst = WorkloadInstance(name, {}, tuple(sizes[name]()))
+        found = best_trace([Path(x) for x in args.log], inst, fingerprint)
+        if found is None:
+            log = work / f"{name}.jsonl"
+            options = TuneOptions(trials=trials, baseline=False, num_threads=args.threads)
+            Tuner([inst], target, log, options).run()
+            found = best_trace([log], inst, fingerprint)
+        if found is None:
+            print(f"# {name}: no successful kernel to compare")
+            continue
+        trace, n_records = found
+        times = time_contenders(name, inst, trace, target, args.threads, args.repeat)
+        ours = times["autosched"]
+        gflops = inst.flop_count() / ours / 1e9
+        row = [name, str(n_records), f"{ours * 1e3:.3f}", f"{gflops:.1f}"]
+        for lib in ("numpy", "torch"):
+            t = times.get(lib)
+            row += [f"{t * 1e3:.3f}", f"{t / ours:.2f}x"] if t else ["-", "-"]
+        rows.append(row)
+        print("# " + " ".join(row), flush=True)
+    head = ["workload", "trials", "autosched ms", "GFLOP/s", "numpy ms", "vs numpy", "torch ms", "vs torch"]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    print()
+    for line in [head, *rows]:
+        print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
+    print(f"vs X = X's time / autosched's time (> 1: autosched is faster); {args.threads} threads each, "
+          "timed in alternating blocks in this process")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
