@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..te.expr import Select
+from ..te.expr import Expr, Select, Var
 from ..te.tensor import walk
-from .ir import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from .arith import affine_of
+from .ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from .stmt_visit import walk_stmts
 
 
 def _steps(s: Stmt) -> int:
     """Statements executed by one run of ``s`` (loops multiply)."""
     if isinstance(s, For):
-        # A vectorized loop becomes one vector instruction per statement, not ``extent`` of them;
-        # but one with a condition inside may be emitted lane by lane (a padded conv's input along
-        # the vector axis), and 504 unrolled copies of that took LLVM over 30 s: count every lane.
-        lanes = 1 if s.kind == "vectorized" and not _has_condition(s.body) else s.extent
+        # A vectorized loop becomes one vector instruction per statement, not ``extent`` of them,
+        # unless the codegen must go lane by lane: see _lane_by_lane.
+        lanes = 1 if s.kind == "vectorized" and not _lane_by_lane(s) else s.extent
         return lanes * _steps(s.body)
     if isinstance(s, Seq):
         return sum(_steps(x) for x in s.stmts)
@@ -27,14 +27,36 @@ def _steps(s: Stmt) -> int:
     return 1
 
 
-def _has_condition(s: Stmt) -> bool:
-    """A guard or a select anywhere inside: the vector codegen may emit such a loop lane by lane."""
-    for x in walk_stmts(s):
+def _lane_by_lane(loop: For) -> bool:
+    """Whether the body of a vectorized loop may be emitted one lane at a time: it holds a condition
+    (padding along the vector axis) or an access that is neither contiguous nor uniform along it
+    (a gather: ``W[j, k]`` for vector ``j``). LLVM took 30-50 s on 500 unrolled copies of such
+    bodies; counting their lanes keeps them rolled."""
+    for x in walk_stmts(loop.body):
         if isinstance(x, IfThenElse):
             return True
-        if isinstance(x, Store) and any(isinstance(n, Select) for n in walk(x.value)):
-            return True
+        if isinstance(x, Store):
+            if any(isinstance(n, Select) for n in walk(x.value)):
+                return True
+            accesses = [(x.buffer, x.indices)] + [
+                (n.buffer, n.indices) for n in walk(x.value) if isinstance(n, Load)
+            ]
+            if any(_stride(b, idx, loop.var) not in (0, 1) for b, idx in accesses):
+                return True
     return False
+
+
+def _stride(buffer: Buffer, indices: tuple[Expr, ...], var: Var) -> int | None:
+    """Elements between the accesses of consecutive ``var``, or None when not affine in it."""
+    total, step = 0, 1
+    for idx, extent in zip(reversed(indices), reversed(buffer.shape)):
+        for _, atom, coef in affine_of(idx).terms:
+            if atom is var:
+                total += coef * step
+            elif any(n is var for n in walk(atom)):
+                return None
+        step *= extent
+    return total
 
 
 def _unroll_within(s: Stmt, max_step: int) -> Stmt:

@@ -34,3 +34,17 @@ def test_vector_loop_with_a_condition_counts_every_lane() -> None:
     # (LLVM took over 30 s on 504 unrolled copies of such a 56-lane body).
     loop = _nest(lambda A, j: select(j < 8, Load(A, (j,), "float32"), const(0.0)))
     assert _kinds(loop) == ["serial", "serial", "vectorized"]
+
+
+def test_vector_loop_with_a_gather_counts_every_lane() -> None:
+    def strided(A: Buffer, j: Var) -> Load:
+        W = Buffer("W", (16, 4), "float32", "global")  # W[j, 0]: stride 4 along the vector axis
+        return Load(W, (j, const(0)), "float32")
+
+    assert _kinds(_nest(strided)) == ["serial", "serial", "vectorized"]
+    # Contiguous and uniform accesses (A[j], A[0]) keep one vector instruction a statement.
+    assert _kinds(_nest(lambda A, j: Load(A, (j,), "float32") * Load(A, (const(0),), "float32"))) == [
+        "serial",
+        "unrolled",
+        "vectorized",
+    ]
