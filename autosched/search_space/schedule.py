@@ -125,10 +125,20 @@ class Schedule:
             )
 
     # Dataflow rewrites --------------------------------------------------------------------------
-    def cache_read(self, tensor: Tensor | str, scope: str, readers: Sequence[Any]) -> Tensor:
+    def cache_read(
+        self, tensor: Tensor | str, scope: str, readers: Sequence[Any], layout: Sequence[int] | None = None
+    ) -> Tensor:
         """Copy ``tensor`` into a new stage ``<name>.<scope>`` that ``readers`` read instead.
 
+        ``layout`` orders the copy's dimensions (a permutation of the source's): ``(1, 0)`` stores
+        a transposed copy, so that a dense weight ``W[j, k]`` read along ``j`` is contiguous in it.
+
         Example: ``AA = s.cache_read(A, "shared", [C])``; then ``s[AA].compute_at(s[C], ko)``.
+
+        rewrite (``layout=(1, 0)``)::
+
+            C[i, j] += X[i, k] * W[j, k]   ->   W.local[k, j] = W[j, k]
+                                                 C[i, j] += X[i, k] * W.local[k, j]
         """
         src = self[tensor]
         if scope not in SCOPES:
@@ -142,8 +152,16 @@ class Schedule:
             if src not in self.reads(r):
                 raise ScheduleError(f"cache_read: stage {r.name!r} does not read {src.name!r}")
         shape = src.op.shape
-        axes = tuple(IterVar(f"ax{d}", "int32", n, "spatial") for d, n in enumerate(shape))
-        cached = ComputeOp(f"{src.name}.{scope}", axes, Tensor(src.op)[axes], src.op.dtype)
+        identity = tuple(range(len(shape)))
+        perm = identity if layout is None else tuple(layout)
+        if not all(isinstance(d, int) for d in perm) or sorted(perm) != list(identity):
+            raise ScheduleError(
+                f"cache_read: layout {tuple(layout or ())} is not a permutation of {identity} "
+                f"(the dimensions of {src.name!r})"
+            )
+        axes = tuple(IterVar(f"ax{d}", "int32", shape[p], "spatial") for d, p in enumerate(perm))
+        src_index = tuple(axes[perm.index(d)] for d in identity)
+        cached = ComputeOp(f"{src.name}.{scope}", axes, Tensor(src.op)[src_index], src.op.dtype)
         self._add_stage(cached, self.stages.index(src) + 1)
         cached_tensor = Tensor(cached)
         for r in reader_stages:
@@ -152,7 +170,7 @@ class Schedule:
 
             def swap(e: Expr) -> Expr | None:
                 if isinstance(e, TensorRead) and self._by_op.get(e.tensor.op) is src:
-                    return cached_tensor[tuple(swap_indices(i) for i in e.indices)]
+                    return cached_tensor[tuple(swap_indices(e.indices[p]) for p in perm)]
                 return None
 
             def swap_indices(e: Expr) -> Expr:
@@ -162,7 +180,8 @@ class Schedule:
             new_op = ComputeOp(old.name, old.axis, body, old.dtype, old.tag)
             r.op = new_op  # same axes, so the stage's loops and annotations stay valid
             self._by_op[new_op] = r
-        self._record(Step("cache_read", src.name, (scope, tuple(r.name for r in reader_stages))))
+        args: tuple[Any, ...] = (scope, tuple(r.name for r in reader_stages))
+        self._record(Step("cache_read", src.name, args if perm == identity else (*args, perm)))
         return cached_tensor
 
     def cache_write(self, tensor: Tensor | str, scope: str) -> Tensor:
@@ -264,7 +283,7 @@ class Schedule:
         """Apply one recorded step (by names), as when replaying a trace."""
         p, a = step.primitive, step.args
         if p == "cache_read":
-            self.cache_read(step.stage, a[0], list(a[1]))
+            self.cache_read(step.stage, a[0], list(a[1]), a[2] if len(a) > 2 else None)
             return
         if p == "cache_write":
             self.cache_write(step.stage, a[0])

@@ -203,8 +203,8 @@ class _Builder:
         producer.compute_at(consumer, outer1[-1])
         if self.packable(p_op) and self.choose(f"{name}/pack", (False, True)):
             # Copy the reused input's tile into a contiguous buffer once per outer tile (BLIS packing).
-            for t in self.packable(p_op):
-                packed = self.s.cache_read(t, "local", [producer.name])
+            for t, layout in self.packable(p_op):
+                packed = self.s.cache_read(t, "local", [producer.name], layout)
                 self.s[packed].compute_at(consumer, outer0[-1])
                 self.s[packed].vectorize(self.s[packed].op.axis[-1])
         depth = self.choose(f"{name}/parallel_depth", (1, 2))
@@ -267,17 +267,22 @@ class _Builder:
                 roots[rel.fused.name] = outer | roots.get(rel.inner.name, {rel.inner.name})
         return roots.get(leaf.name, {leaf.name})
 
-    def packable(self, op: ComputeOp) -> list[Tensor]:
-        """Inputs read along the vectorized (last spatial) axis that ignore another spatial axis."""
+    def packable(self, op: ComputeOp) -> list[tuple[Tensor, tuple[int, ...] | None]]:
+        """Inputs read along the vectorized (last spatial) axis that ignore another spatial axis,
+        each with the layout that makes that axis contiguous in the packed copy (None: as is;
+        dense's ``W[j, k]`` is packed transposed, ``(1, 0)``)."""
         last = op.axis[-1]
         spatial = {id(a) for a in op.axis}
-        found: list[Tensor] = []
+        found: list[tuple[Tensor, tuple[int, ...] | None]] = []
         for n in walk(op.body):
-            if not isinstance(n, TensorRead) or n.tensor in found:
+            if not isinstance(n, TensorRead) or any(t is n.tensor for t, _ in found):
                 continue
             used = {id(v) for idx in n.indices for v in walk(idx) if id(v) in spatial}
-            if used != spatial and any(v is last for v in walk(n.indices[-1])):
-                found.append(n.tensor)
+            dims = [d for d, idx in enumerate(n.indices) if any(v is last for v in walk(idx))]
+            if used == spatial or len(dims) != 1:
+                continue
+            d, rank = dims[0], len(n.indices)
+            found.append((n.tensor, None if d == rank - 1 else (*[x for x in range(rank) if x != d], d)))
         return found
 
     def plain_reduction(self, st: Stage) -> None:

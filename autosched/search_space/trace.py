@@ -26,10 +26,12 @@ PRIMITIVES: dict[str, tuple[str, ...]] = {
     "compute_at": ("parent", "axis"),
     "compute_inline": (),
     "compute_root": (),
-    "cache_read": ("scope", "readers"),
+    "cache_read": ("scope", "readers", "layout"),
     "cache_write": ("scope",),
     "rfactor": ("axis", "factor_axis"),
 }
+# Trailing arguments a step may leave out (written only when set, so older traces keep their keys).
+OPTIONAL: dict[str, int] = {"cache_read": 1}
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,8 @@ class Step:
             raise ScheduleError(f"trace: unknown primitive {primitive!r}")
         if not isinstance(stage, str):
             raise ScheduleError(f"trace: {primitive} step names stage {stage!r}, expected a string")
-        if len(args) != len(PRIMITIVES[primitive]):
+        n = len(PRIMITIVES[primitive])
+        if not n - OPTIONAL.get(primitive, 0) <= len(args) <= n:
             raise ScheduleError(
                 f"trace: {primitive} takes {len(PRIMITIVES[primitive])} argument(s) "
                 f"({', '.join(PRIMITIVES[primitive])}), got {args!r}"
@@ -73,7 +76,8 @@ class Step:
         if self.primitive in ("fuse", "reorder"):
             return f"{st}.{self.primitive}({', '.join(map(repr, a[0]))})"
         if self.primitive == "cache_read":
-            return f"s.cache_read({self.stage!r}, {a[0]!r}, {list(a[1])!r})"
+            layout = f", layout={a[2]!r}" if len(a) > 2 else ""
+            return f"s.cache_read({self.stage!r}, {a[0]!r}, {list(a[1])!r}{layout})"
         if self.primitive == "cache_write":
             return f"s.cache_write({self.stage!r}, {a[0]!r})"
         if self.primitive == "rfactor":

@@ -27,3 +27,18 @@ def test_sketch_samples(name):
         s, decisions = policy.sample(rng)
         assert decisions == policy.sample(random.Random(0), decisions)[1]  # decisions rebuild it
         assert_matches_numpy(s, args, "llvm-cpu", inputs=inputs_for(name, args, i))
+
+
+def test_dense_packs_its_weight_transposed() -> None:
+    """dense reads W[j, k] along the vector axis j: the pack stores W.local[k, j], contiguous in j."""
+    from autosched.topi.workloads import make_dense
+
+    args = make_dense(24, 48, 20, bias=True, activation="relu")
+    policy = SketchPolicy([args[-1]], lanes=16)
+    rng = random.Random(0)
+    for i in range(4):
+        s, d = policy.sample(rng, {"dense/pack": True})
+        assert d["dense/pack"] is True
+        steps = [st for st in s.trace if st.primitive == "cache_read"]
+        assert [(st.stage, st.args[2]) for st in steps] == [("W", (1, 0))]
+        assert_matches_numpy(s, args, "llvm-cpu", seed=i)

@@ -121,6 +121,25 @@ def test_cache_read_non_reader(mm):
         s.cache_read(args[1], "local", [args[0]])
 
 
+def test_cache_read_layout(mm):
+    args, s, C = mm
+    with raises(r"cache_read: layout \(0, 0\) is not a permutation of \(0, 1\)"):
+        s.cache_read(args[1], "local", [C], layout=(0, 0))
+    with raises("is not a permutation"):
+        s.cache_read(args[1], "local", [C], layout=(1, 0, 2))
+    s.cache_read(args[1], "local", [C], layout=(1, 0))
+    data = trace_to_json(s.trace)
+    assert data == [["cache_read", "B", ["local", ["C"], [1, 0]]]]
+    assert "layout=(1, 0)" in s.trace[0].to_code()
+    assert replay([C], data).trace == s.trace
+    # The identity layout is not written: traces of older versions keep their keys.
+    s2 = create_schedule(C)
+    s2.cache_read(args[1], "local", [C], layout=(0, 1))
+    assert trace_to_json(s2.trace) == [["cache_read", "B", ["local", ["C"]]]]
+    with raises("cache_read takes 3 argument"):
+        trace_from_json([["cache_read", "B", ["local"]]])
+
+
 def test_rfactor_rules(mm):
     _, s, C = mm
     with raises("rfactor: axis 'i' of stage 'C' is not a reduction axis"):

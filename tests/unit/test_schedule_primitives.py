@@ -109,6 +109,16 @@ def _mm_cache_read(s, C):
     s[AA].compute_at(s[C], ko)
 
 
+def _mm_cache_read_transposed(s, C):
+    """A's tile copied transposed (AT[k, i]) inside the j loop, vectorized along i."""
+    A = s.outputs[0].op.input_tensors[0]
+    AT = s.cache_read(A, "local", [C], layout=(1, 0))
+    assert s[AT].op.shape == (A.shape[1], A.shape[0])
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    s[AT].compute_at(s[C], io)
+    s[AT].vectorize(s[AT].op.axis[1])
+
+
 def _mm_rfactor_inner(s, C):
     ko, ki = s[C].split(C.op.reduce_axis[0], factor=4)
     CF = s.rfactor(C, ki)
@@ -141,7 +151,8 @@ MATMUL_CASES = {
     f.__name__[4:]: f
     for f in [
         _mm_split, _mm_split_nparts, _mm_tile_reorder, _mm_fuse_parallel, _mm_vectorize_unroll, _mm_pragma,
-        _mm_cache_write, _mm_cache_read, _mm_rfactor_inner, _mm_rfactor_outer, _mm_rfactor_root,
+        _mm_cache_write, _mm_cache_read, _mm_cache_read_transposed, _mm_rfactor_inner, _mm_rfactor_outer,
+        _mm_rfactor_root,
         _mm_compute_root_after_at,
     ]
 }  # fmt: skip
