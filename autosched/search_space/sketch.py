@@ -204,9 +204,14 @@ class _Builder:
         if self.packable(p_op) and self.choose(f"{name}/pack", (False, True)):
             # Copy the reused input's tile into a contiguous buffer once per outer tile (BLIS packing).
             for t, layout in self.packable(p_op):
-                packed = self.s.cache_read(t, "local", [producer.name], layout)
-                self.s[packed].compute_at(consumer, outer0[-1])
-                self.s[packed].vectorize(self.s[packed].op.axis[-1])
+                packed = self.s[self.s.cache_read(t, "local", [producer.name], layout)]
+                packed.compute_at(consumer, outer0[-1])
+                last = packed.op.axis[-1]
+                if layout is not None:
+                    # A transposed copy gathers along its last axis: one vector of lanes at a time
+                    # (a gather as wide as the whole tile took LLVM over 30 s).
+                    _, last = packed.split(last, factor=math.gcd(self.p.lanes, last.extent))
+                packed.vectorize(last)
         depth = self.choose(f"{name}/parallel_depth", (1, 2))
         par = outer0 if depth == 1 else outer0 + outer1
         fused = consumer.fuse(*par) if len(par) > 1 else par[0]
