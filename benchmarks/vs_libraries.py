@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from search_efficiency import FULL, QUICK  # the same workloads and sizes (this directory)
 
 from autosched.build import build
 from autosched.hai.registry import get_adapter
@@ -34,21 +35,7 @@ from autosched.search_space.schedule import replay
 from autosched.target import parse_target
 from autosched.te.workload import WorkloadInstance
 from autosched.testing import split_args
-from autosched.topi.workloads import make_conv2d, make_dense, make_matmul, make_softmax
 from autosched.tune import TuneOptions, Tuner
-
-FULL = {
-    "matmul": lambda: make_matmul(1024, 1024, 1024),
-    "conv2d": lambda: make_conv2d(1, 64, 56, 56, 64, 3, 3, stride=1, padding=1),
-    "softmax": lambda: make_softmax((4096, 1024)),
-    "dense": lambda: make_dense(512, 1024, 1024, bias=True, activation="relu"),
-}
-QUICK = {
-    "matmul": lambda: make_matmul(64, 64, 64),
-    "conv2d": lambda: make_conv2d(1, 8, 14, 14, 16, 3, 3, stride=1, padding=1),
-    "softmax": lambda: make_softmax((64, 128)),
-    "dense": lambda: make_dense(32, 64, 64, bias=True, activation="relu"),
-}
 
 
 def numpy_fn(name: str) -> Callable[..., Any] | None:

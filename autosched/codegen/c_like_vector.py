@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lower.arith import Affine, affine_of
+from ..lower.arith import Affine, coefficient, flat_index
 from ..lower.ir import Buffer, For, Load, Store
 from ..te.expr import Binary, Call, Expr, Var
 from ..te.tensor import walk
@@ -54,27 +54,14 @@ def vector_store(r: _Renderer, loop: For, s: Store) -> str | None:
     return f"vstore{n}({value}, 0, {_pointer(r, s.buffer, base)});"
 
 
-def _flat(buf: Buffer, indices: tuple[Expr, ...]) -> Affine:
-    out, stride = Affine(), 1
-    for idx, n in zip(reversed(indices), reversed(buf.shape)):
-        out = out + affine_of(idx).scale(stride)
-        stride *= n
-    return out
-
-
 def _contiguous_base(buf: Buffer, indices: tuple[Expr, ...], v: Var) -> Affine | None:
     """The flat index minus ``v`` when it is ``base + 1 * v`` with ``base`` free of ``v``."""
-    flat = _flat(buf, indices)
-    coef = 0
-    rest = []
-    for key, atom, c in flat.terms:
-        if atom is v:
-            coef = c
-        elif any(n is v for n in walk(atom)):
-            raise _Scalar  # v inside an opaque term (a // or %): not provably contiguous
-        else:
-            rest.append((key, atom, c))
-    return Affine(tuple(rest), flat.const) if coef == 1 else None
+    flat = flat_index(buf.shape, indices)
+    coef = coefficient(flat, v)
+    if coef is None:
+        raise _Scalar  # v inside an opaque term (a // or %): not provably contiguous
+    rest = tuple(t for t in flat.terms if t[1] is not v)
+    return Affine(rest, flat.const) if coef == 1 else None
 
 
 def _pointer(r: _Renderer, buf: Buffer, base: Affine) -> str:

@@ -9,10 +9,11 @@ falls back to the whole dimension, which is always correct.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..te.expr import Binary, Cast, Const, Expr, Select, Var, binary, const
+from ..te.tensor import walk
 
 
 def skey(e: Expr) -> tuple:
@@ -193,6 +194,27 @@ def affine_of(e: Expr) -> Affine:
             if a.is_const:
                 return b.scale(a.const)
     return Affine.of_atom(e)
+
+
+def flat_index(shape: Sequence[int], indices: Sequence[Expr]) -> Affine:
+    """The row-major flattened index of ``buffer[indices]`` for a buffer of ``shape``."""
+    out, stride = Affine(), 1
+    for idx, n in zip(reversed(indices), reversed(shape)):
+        out = out + affine_of(idx).scale(stride)
+        stride *= n
+    return out
+
+
+def coefficient(a: Affine, var: Var) -> int | None:
+    """The coefficient of ``var`` in ``a``; None when ``var`` also hides inside an opaque term
+    (``(j * j) % 50``), where ``a`` is not affine in it."""
+    coef = 0
+    for _, atom, c in a.terms:
+        if atom is var:
+            coef = c
+        elif any(n is var for n in walk(atom)):
+            return None
+    return coef
 
 
 def sub_simplified(e: Expr, m: Affine) -> Expr:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..te.expr import Expr, Select, Var
+from ..te.expr import Select
 from ..te.tensor import walk
-from .arith import affine_of
-from .ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from .arith import coefficient, flat_index
+from .ir import Allocate, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from .stmt_visit import walk_stmts
 
 
@@ -41,22 +41,9 @@ def _lane_by_lane(loop: For) -> bool:
             accesses = [(x.buffer, x.indices)] + [
                 (n.buffer, n.indices) for n in walk(x.value) if isinstance(n, Load)
             ]
-            if any(_stride(b, idx, loop.var) not in (0, 1) for b, idx in accesses):
+            if any(coefficient(flat_index(b.shape, idx), loop.var) not in (0, 1) for b, idx in accesses):
                 return True
     return False
-
-
-def _stride(buffer: Buffer, indices: tuple[Expr, ...], var: Var) -> int | None:
-    """Elements between the accesses of consecutive ``var``, or None when not affine in it."""
-    total, step = 0, 1
-    for idx, extent in zip(reversed(indices), reversed(buffer.shape)):
-        for _, atom, coef in affine_of(idx).terms:
-            if atom is var:
-                total += coef * step
-            elif any(n is var for n in walk(atom)):
-                return None
-        step *= extent
-    return total
 
 
 def _unroll_within(s: Stmt, max_step: int) -> Stmt:

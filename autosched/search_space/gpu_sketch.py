@@ -29,6 +29,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from ..te.expr import IterVar
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .schedule import Schedule, create_schedule
 from .sketch import UNROLL_STEPS, Decisions, _Builder, _prod
@@ -157,14 +158,19 @@ class _GPUBuilder(_Builder):
         self.used.update(zip(keys, lengths))
         return lengths
 
+    def consumer_loop(self, st: Stage, tag: str) -> tuple[Stage, IterVar] | None:
+        """The loop bound to ``tag`` in ``st``'s only consumer (scheduled, at the root), if any."""
+        cons = [c for c in self.consumers(st) if c.name in self.done]
+        if len(cons) != 1 or cons[0].attach[0] != "root":
+            return None
+        leaf = next((a for a in cons[0].leaves if cons[0].thread_tags.get(a.name) == tag), None)
+        return None if leaf is None else (cons[0], leaf)
+
     def thread_reduction(self, st: Stage) -> None:
         """One output element per thread: its own kernel, or inside its consumer's thread loop."""
-        cons = [c for c in self.consumers(st) if c.name in self.done]
-        spot = None
-        if len(cons) == 1 and cons[0].attach[0] == "root":
-            spot = next((a for a in cons[0].leaves if cons[0].thread_tags.get(a.name) == "threadIdx.x"), None)
+        spot = self.consumer_loop(st, "threadIdx.x")
         if spot is not None and self.choose(f"{st.name}/location", (0, 1)) == 1:
-            st.compute_at(cons[0], spot)
+            st.compute_at(*spot)
         else:
             bind_flat(st, self.threads(st))
         self.done.add(st.name)
@@ -181,12 +187,9 @@ class _GPUBuilder(_Builder):
         options = [t for t in options if t < 2 * fused.extent] or options[:1]
         _, inner = st.split(fused, factor=self.choose(f"{st.name}/reduce_threads", options))
         st.bind(inner, "threadIdx.x")
-        cons = [c for c in self.consumers(st) if c.name in self.done]
-        spot = None
-        if len(cons) == 1 and cons[0].attach[0] == "root":
-            spot = next((a for a in cons[0].leaves if cons[0].thread_tags.get(a.name) == "blockIdx.x"), None)
+        spot = self.consumer_loop(st, "blockIdx.x")
         if spot is not None and self.choose(f"{st.name}/location", (0, 1)) == 1:
-            st.compute_at(cons[0], spot)
+            st.compute_at(*spot)
         elif op.axis:
             spatial = st.fuse(*op.axis) if len(op.axis) > 1 else op.axis[0]
             st.bind(spatial, "blockIdx.x")

@@ -10,6 +10,7 @@ from autosched.lower.pipeline import lower
 from autosched.search_space.schedule import create_schedule
 from autosched.te.expr import IterVar, binary, const
 from autosched.testing import assert_matches_numpy
+from tests.unit.test_schedule_primitives import matmul
 
 from .test_cuda_compile import _why as _no_nvrtc
 from .test_opencl import _why as _no_opencl
@@ -58,10 +59,8 @@ def test_strided_and_accumulating_accesses():
     """Matmul with its columns in lanes: C accumulates in place (same index: vector), A[i, k] is a
     scalar, B[k, j] contiguous; a transposed read (stride N) keeps the loop scalar."""
     M, N, K = 4, 16, 6
-    A = te.placeholder((M, K), name="A")
-    B = te.placeholder((K, N), name="B")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = matmul(M, N, K)
+    k = C.op.reduce_axis[0]
     s = create_schedule(C)
     jo, ji = s[C].split(C.op.axis[1], factor=4)
     s[C].reorder(C.op.axis[0], jo, k, ji)
@@ -106,10 +105,7 @@ def test_cuda_keeps_the_scalar_loop():
 def test_vector_store_into_a_private_tile():
     """A local (private) accumulator tile filled with vstore, inside the thread that owns it."""
     M, N, K = 4, 8, 5
-    A = te.placeholder((M, K), name="A")
-    B = te.placeholder((K, N), name="B")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = matmul(M, N, K)
     s = create_schedule(C)
     CL = s.cache_write(C.name, "local")
     i, j = C.op.axis
