@@ -30,6 +30,7 @@ from .stage import Split, Stage
 
 Decisions = dict[str, Any]
 UNROLL_STEPS = (0, 16, 64, 512)
+RFACTOR_LANES = (4, 8, 16, 32, 64)  # 64: four 16-lane accumulators hide the add latency
 
 
 def divisors(n: int) -> list[int]:
@@ -131,6 +132,11 @@ class _Builder:
         s = self.s
         for st in list(s.stages):
             if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output:
+                # Read by several stages (softmax's exp: by the sum and the division), inlining
+                # computes it once per reader; a materialized copy is placed like any other stage.
+                readers = [c for c in s.stages if st in s.reads(c)]
+                if len(readers) > 1 and not self.choose(f"{st.name}/inline", (True, False)):
+                    continue
                 st.compute_inline()
                 self.done.add(st.name)
         hosts = {c.name for st in s.stages if (c := self.fusion_host(st)) is not None}
@@ -237,28 +243,47 @@ class _Builder:
             producer.pragma(r0[0], "auto_unroll_max_step", unroll)
         self.done.update({producer.name, consumer.name})
 
-    def indexing_axes(self, consumer: Stage, st: Stage) -> set[str]:
-        """Names of ``consumer``'s root axes that appear in its reads of ``st`` (through inlining)."""
+    def index_dims(self, op: ComputeOp, st: Stage, wanted: set[int] | None = None) -> set[int]:
+        """Positions of ``op``'s spatial axes that appear in its reads of ``st`` (through inlined
+        stages), in index positions ``wanted`` of ``st`` only (all when None)."""
+        found: set[int] = set()
+        for n in walk(op.body):
+            if not isinstance(n, TensorRead):
+                continue
+            src = self.s.stage_of(n.tensor.op)
+            if src is st:
+                idx = [e for d, e in enumerate(n.indices) if wanted is None or d in wanted]
+            elif src.attach[0] == "inline" and isinstance(src.op, ComputeOp):
+                idx = [n.indices[d] for d in self.index_dims(src.op, st, wanted)]
+            else:
+                continue
+            ids = {id(v) for e in idx for v in walk(e)}
+            found.update(d for d, a in enumerate(op.axis) if id(a) in ids)
+        return found
 
-        def dims(op: ComputeOp) -> set[int]:
-            found: set[int] = set()
-            for n in walk(op.body):
-                if not isinstance(n, TensorRead):
-                    continue
-                src = self.s.stage_of(n.tensor.op)
-                if src is st:
-                    idx = list(n.indices)
-                elif src.attach[0] == "inline" and isinstance(src.op, ComputeOp):
-                    idx = [n.indices[d] for d in dims(src.op)]
-                else:
-                    continue
-                ids = {id(v) for e in idx for v in walk(e)}
-                found.update(d for d, a in enumerate(op.axis) if id(a) in ids)
-            return found
-
-        op = consumer.op
+    def deciding_axes(self, host: Stage, st: Stage, wanted: set[int] | None = None) -> set[str]:
+        """Names of ``host``'s root axes that decide which part of ``st`` (index positions
+        ``wanted``) is read, by ``host`` itself or by the stages computed inside it."""
+        op = host.op
         assert isinstance(op, ComputeOp)
-        return {op.axis[d].name for d in dims(op)}
+        names = {op.axis[d].name for d in self.index_dims(op, st, wanted)}
+        for reader in self.consumers(st):
+            if reader is not host and self.host_of(reader)[0] is host:
+                r_op = reader.op
+                assert isinstance(r_op, ComputeOp)
+                names |= self.deciding_axes(host, reader, self.index_dims(r_op, st, wanted))
+        return names
+
+    def host_of(self, st: Stage) -> tuple[Stage, int | None]:
+        """The root stage whose loops ``st`` runs in, and the position of the loop it is attached
+        to there (None when ``st`` is that root stage)."""
+        pos = None
+        while st.attach[0] == "at":
+            parent = self.s[st.attach[1]]
+            at = parent.position(parent.axes[st.attach[2]])
+            pos = -1 if at is None else at  # attached to an axis split since: no loop is safe
+            st = parent
+        return st, pos
 
     @staticmethod
     def roots_of(stage: Stage, leaf: IterVar) -> set[str]:
@@ -296,7 +321,7 @@ class _Builder:
         red = op.reduce_axis[-1]
         use_rfactor = contiguous_reduction(op) and red.extent >= 8 and len(op.reduce_axis) == 1
         if use_rfactor and self.choose(f"{st.name}/rfactor", (True, False)):
-            lanes = self.choose(f"{st.name}/rfactor_lanes", [v for v in (4, 8, 16, 32) if v <= red.extent])
+            lanes = self.choose(f"{st.name}/rfactor_lanes", [v for v in RFACTOR_LANES if v <= red.extent])
             _, ki = st.split(red, factor=lanes)
             rf = self.s[self.s.rfactor(st.name, ki, factor_axis=len(op.axis))]
             rf_op = rf.op
@@ -331,18 +356,30 @@ class _Builder:
                 st.vectorize(ji)
         self.place(st, outer)
 
+    def attach_spots(self, st: Stage) -> list[tuple[str, str]]:
+        """The loops ``st`` can be computed in: loops of the one root stage that all its readers run
+        in, outside the loops those readers are attached to, over axes that decide which part of
+        ``st`` is read (inside any other loop the same region would be recomputed on every
+        iteration: a row max inside its row's column loop, N times over)."""
+        cons = self.consumers(st)
+        if not cons or any(c.name not in self.done for c in cons):
+            return []
+        placed = [self.host_of(c) for c in cons]
+        host = placed[0][0]
+        if any(h is not host for h, _ in placed):
+            return []
+        limit = min((pos for _, pos in placed if pos is not None), default=len(host.leaves) - 1)
+        used = self.deciding_axes(host, st)
+        spots = []
+        for leaf in host.leaves[: limit + 1]:
+            if leaf.kind == "reduce" or not self.roots_of(host, leaf) <= used:
+                break
+            spots.append((host.name, leaf.name))
+        return spots
+
     def place(self, st: Stage, parallel_axes: list[IterVar]) -> None:
         """Compute at the root with fused parallel outer loops, or inside a consumer's loops."""
-        cons = [c for c in self.consumers(st) if c.name in self.done]
-        spots: list[tuple[str, str]] = [("root", "")]
-        if len(cons) == 1 and cons[0].attach[0] == "root":
-            # Only loops over axes that index ``st``: inside any other loop the same region would be
-            # recomputed on every iteration (a row max inside its row's column loop: N times over).
-            used = self.indexing_axes(cons[0], st)
-            for leaf in cons[0].leaves:
-                if leaf.kind == "reduce" or not self.roots_of(cons[0], leaf) <= used:
-                    break
-                spots.append((cons[0].name, leaf.name))
+        spots = [("root", ""), *self.attach_spots(st)]
         where = self.choose(f"{st.name}/location", list(range(len(spots))))
         if where > 0:
             parent, axis = spots[where]

@@ -42,3 +42,17 @@ def test_dense_packs_its_weight_transposed() -> None:
         steps = [st for st in s.trace if st.primitive == "cache_read"]
         assert [(st.stage, st.args[2]) for st in steps] == [("W", (1, 0))]
         assert_matches_numpy(s, args, "llvm-cpu", seed=i)
+
+
+def test_softmax_fused_in_one_row_loop() -> None:
+    """Row max, materialized exps and their sum all computed inside the output's row loop."""
+    from autosched.topi.workloads import make_softmax
+
+    args = make_softmax((24, 40))
+    policy = SketchPolicy([args[-1]], lanes=16)
+    fused = {"softmax_exp/inline": False, "softmax_norm/location": 0, "softmax_norm/parallel_depth": 1}
+    fused.update({f"softmax_{s}/location": 1 for s in ("maxelem", "exp", "expsum")})
+    for i in range(4):
+        s, d = policy.sample(random.Random(i), fused)
+        assert all(d[k] == v for k, v in fused.items())
+        assert_matches_numpy(s, args, "llvm-cpu", seed=i)

@@ -8,7 +8,7 @@ import pytest
 
 from autosched.search_space.mutate import mutate
 from autosched.search_space.sketch import SketchPolicy, inner_options, sample_tiles
-from autosched.topi.workloads import make_matmul
+from autosched.topi.workloads import make_matmul, make_softmax
 
 
 def test_inner_options_prefer_whole_vectors() -> None:
@@ -39,3 +39,25 @@ def test_matmul_register_tile_is_whole_vectors(n: int) -> None:
         assert child is not None
         _, kept = policy.sample(rng, child)
         assert kept["matmul.local/tile/j"][-1] % 16 == 0
+
+
+def test_softmax_stages_can_share_the_output_row_loop() -> None:
+    """The row max, the exps and their sum can all run inside the output's row loop (every reader
+    of each runs there), but never inside its column loop (the row would be recomputed per column)."""
+    _, out = make_softmax((64, 128))
+    policy = SketchPolicy([out], lanes=16)
+    fused = {"softmax_exp/inline": False, "softmax_norm/location": 0, "softmax_norm/parallel_depth": 1}
+    fused.update({f"softmax_{s}/location": 1 for s in ("maxelem", "exp", "expsum")})
+    s, used = policy.sample(random.Random(0), fused)
+    assert {k: used[k] for k in fused} == fused
+    attach = {st.name: st.attach for st in s.stages}
+    for name in ("softmax_maxelem", "softmax_exp", "softmax_expsum"):
+        assert attach[name] == ("at", "softmax_norm", "i0"), attach
+    rng = random.Random(1)
+    seen = set()
+    for _ in range(60):
+        _, d = policy.sample(rng)
+        seen.add(d["softmax_exp/inline"])
+        for name in ("maxelem", "expsum"):
+            assert d[f"softmax_{name}/location"] in (0, 1)  # the root or the row loop, nothing deeper
+    assert seen == {True, False}
