@@ -40,6 +40,7 @@ _AS_P = 0.3275911
 _AS_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
 _LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
 _FLT_MIN = 1.17549435e-38
+_ROUND_MAGIC, _ROUND_MAGIC_BITS = 12582912.0, 0x4B400000  # 1.5 * 2**23 and its bit pattern
 
 
 def splat(ty: ir.Type, value: float | int) -> ir.Constant:
@@ -98,8 +99,8 @@ def libm_call(b: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
 class _Math:
     """Float arithmetic on one operand type (scalar or vector), with FMA contraction allowed."""
 
-    def __init__(self, b: ir.IRBuilder, ty: ir.Type):
-        self.b, self.ty = b, ty
+    def __init__(self, b: ir.IRBuilder, ty: ir.Type, native_ldexp: bool = False):
+        self.b, self.ty, self.native_ldexp = b, ty, native_ldexp
         self.ity = ir.VectorType(I32, ty.count) if isinstance(ty, ir.VectorType) else I32
 
     def c(self, value: float) -> ir.Constant:
@@ -139,18 +140,25 @@ class _Math:
     def exp(self, x: ir.Value) -> ir.Value:
         b = self.b
         xc = self.clamp_below(self.clamp_above(x, 89.0), -104.0)  # beyond: inf / 0 anyway
-        # n = floor(x / ln2 + 1/2) by truncation and a fix-up: llvm.floor is a libm call before SSE4.1.
-        t = self.add(self.mul(xc, self.c(1.44269504088896341)), self.c(0.5))
-        n = b.fptosi(t, self.ity)
-        below = b.fcmp_ordered(">", b.sitofp(n, self.ty), t)
-        n = b.select(below, b.sub(n, self.ci(1)), n)
-        fx = b.sitofp(n, self.ty)
-        r = self.sub(self.sub(xc, self.mul(fx, self.c(_LN2_HI))), self.mul(fx, self.c(_LN2_LO)))
+        # n = round(x / ln2) without a rounding instruction: adding 1.5 * 2**23 leaves n in the low
+        # mantissa bits of t (no reassociation is allowed, so t - magic is not folded away).
+        t = self.add(self.mul(xc, self.c(1.44269504088896341)), self.c(_ROUND_MAGIC))
+        fn = self.sub(t, self.c(_ROUND_MAGIC))
+        r = self.sub(self.sub(xc, self.mul(fn, self.c(_LN2_HI))), self.mul(fn, self.c(_LN2_LO)))
         y = self.add(self.add(self.mul(self.horner(r, _EXP_P), self.mul(r, r)), r), self.c(1.0))
-        # Scale by 2**n in two halves so that results down to denormals and up to overflow stay right.
+        n = b.sub(b.bitcast(t, self.ity), self.ci(_ROUND_MAGIC_BITS))
+        # A NaN x stays NaN through r and y; only the scale by 2**n is left.
+        if self.native_ldexp:
+            return self.ldexp(y, n)
+        # In two halves so that results down to denormals and up to overflow stay right.
         n1 = b.ashr(n, self.ci(1))
-        y = b.fmul(b.fmul(y, self.pow2(n1)), self.pow2(b.sub(n, n1)))
-        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+        return b.fmul(b.fmul(y, self.pow2(n1)), self.pow2(b.sub(n, n1)))
+
+    def ldexp(self, y: ir.Value, n: ir.Value) -> ir.Value:
+        """y * 2**n in one instruction (AVX-512 ``vscalefps``), right down to denormals."""
+        name = f"llvm.ldexp.{type_suffix(self.ty)}.{type_suffix(self.ity)}"
+        fn = declare(self.b.module, name, ir.FunctionType(self.ty, [self.ty, self.ity]))
+        return self.b.call(fn, [y, n])
 
     def log(self, x: ir.Value) -> ir.Value:
         b = self.b
@@ -198,8 +206,11 @@ class _Math:
         return self.b.select(self.b.fcmp_ordered("<", ax, self.c(1.0)), small, large)
 
 
-def emit_intrinsic(b: ir.IRBuilder, name: str, args: Sequence[ir.Value], dtype: str) -> ir.Value:
-    """The value of intrinsic ``name`` (see te.expr.INTRINSICS) of dtype ``dtype`` on ``args``."""
+def emit_intrinsic(
+    b: ir.IRBuilder, name: str, args: Sequence[ir.Value], dtype: str, native_ldexp: bool = False
+) -> ir.Value:
+    """The value of intrinsic ``name`` (see te.expr.INTRINSICS) of dtype ``dtype`` on ``args``;
+    ``native_ldexp``: the target scales by 2**n in one instruction (AVX-512), else a libm call."""
     x = args[0]
     if name == "abs" and dtype in ("int32", "int64"):
         neg = b.icmp_signed("<", x, splat(x.type, 0))
@@ -214,7 +225,7 @@ def emit_intrinsic(b: ir.IRBuilder, name: str, args: Sequence[ir.Value], dtype: 
         return b.fdiv(splat(x.type, 1.0), llvm_intrinsic(b, "sqrt", x))
     if name == "pow":
         return llvm_intrinsic(b, "pow", x, args[1])
-    m = _Math(b, x.type)
+    m = _Math(b, x.type, native_ldexp)
     if dtype == "float32":
         fn = getattr(m, name, None)
         if fn is None:

@@ -9,6 +9,7 @@ import pytest
 
 from autosched.codegen.llvm import render_llvm
 from autosched.errors import CompileError
+from autosched.hai.llvm_cpu import LLVMCPUAdapter
 from autosched.lower.ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Store, seq
 from autosched.te.expr import Var, call, cast, compare, const, logical, select
 
@@ -143,12 +144,22 @@ def _np_intrinsic(name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 INTRINSIC_RANGES = {"log": (1e-3, 50.0), "sqrt": (1e-3, 50.0), "rsqrt": (1e-3, 50.0), "pow": (0.1, 4.0)}
 
 
+@pytest.fixture(params=["llvm-cpu", "llvm-cpu -mcpu=haswell"])
+def scaling_cpu(request, cpu) -> LLVMCPUAdapter:
+    """The host, and an AVX2 chip: float32 exp scales by 2**n with AVX-512's vscalefps on one and
+    with exponent bits, in two halves, on the other."""
+    adapter = cpu if request.param == "llvm-cpu" else LLVMCPUAdapter(request.param)
+    if not set(adapter.features) <= set(cpu.features):
+        pytest.skip(f"this machine cannot run {request.param}")
+    return adapter
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("kind", ["serial", "vectorized"])
 @pytest.mark.parametrize(
     "name", ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "pow", "floor", "ceil"]
 )
-def test_intrinsics(run, rng, name, kind, dtype):
+def test_intrinsics(scaling_cpu, rng, name, kind, dtype):
     n = 64
     X, Y, Z = buf("X", (n,), dtype), buf("Y", (n,), dtype), buf("Z", (n,), dtype)
     i = Var("i")
@@ -157,14 +168,14 @@ def test_intrinsics(run, rng, name, kind, dtype):
     lo, hi = INTRINSIC_RANGES.get(name, (-6.0, 6.0))
     x, y, z = rand(rng, (n,), dtype, lo, hi), rand(rng, (n,), dtype, 0.5, 2.5), np.zeros(n, dtype)
     x[:4] = [0.0, 1e-4, -1e-4, 0.5] if name not in INTRINSIC_RANGES else x[:4]
-    run(f, x, y, z)
+    scaling_cpu.launch(scaling_cpu.compile(f), [x, y, z])
     rtol = 2e-6 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(
         z, _np_intrinsic(name, x, y), rtol=rtol, atol=1e-7 if dtype == "float32" else 0
     )
 
 
-def test_exp_log_special_values(run):
+def test_exp_log_special_values(scaling_cpu):
     vals = [-np.inf, -200.0, -100.0, -87.5, 0.0, 88.0, 88.8, 100.0, np.inf, np.nan, 1e-40, -1.0]
     n = len(vals)
     X, E, L = buf("X", (n,)), buf("E", (n,)), buf("L", (n,))
@@ -173,7 +184,9 @@ def test_exp_log_special_values(run):
     f = PrimFunc("special", (X, E, L), For(i, n, "vectorized", body))
     x = np.array(vals, "float32")
     e, lg = np.zeros(n, "float32"), np.zeros(n, "float32")
-    run(f, x, e, lg)
+    kernel = scaling_cpu.compile(f)
+    scaling_cpu.launch(kernel, [x, e, lg])
+    assert ("llvm.ldexp" in kernel.source) == ("avx512f" in scaling_cpu.features)
     with np.errstate(all="ignore"):
         np.testing.assert_allclose(e, np.exp(x.astype("float64")).astype("float32"), rtol=2e-6, atol=1e-44)
         np.testing.assert_allclose(lg, np.log(x), rtol=2e-6)
