@@ -25,9 +25,9 @@ MALLOC_ABOVE_BYTES = 64 * 1024  # OpenMP worker threads have small stacks
 class LLVMCodegen(ExprCodegen):
     """A visitor over loop IR: ``stmt_<Node>`` emits a statement; memory accesses live here too."""
 
-    def __init__(self, func: PrimFunc, *, triple: str, datalayout: str = "", native_ldexp: bool = False):
+    def __init__(self, func: PrimFunc, *, triple: str, datalayout: str = "", avx512: bool = False):
         self.func = func
-        self.native_ldexp = native_ldexp
+        self.avx512 = avx512
         self.module = ir.Module(name=func.name)
         self.module.triple = triple
         self.module.data_layout = datalayout
@@ -249,7 +249,7 @@ def render_llvm(
     cpu: str = "",
     features: str = "",
     datalayout: str = "",
-    native_ldexp: bool = False,
+    avx512: bool = False,
 ) -> str:
     """Textual LLVM IR of ``func``: ``void <name>(ptr noalias, ...)`` plus outlined parallel bodies.
 
@@ -257,5 +257,5 @@ def render_llvm(
 
         text = render_llvm(func, triple="x86_64-unknown-linux-gnu", cpu="haswell", vector_bits=256)
     """
-    module = LLVMCodegen(func, triple=triple, datalayout=datalayout, native_ldexp=native_ldexp).emit()
+    module = LLVMCodegen(func, triple=triple, datalayout=datalayout, avx512=avx512).emit()
     return _attach_attributes(str(module), cpu, features, vector_bits)

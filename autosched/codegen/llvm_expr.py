@@ -57,7 +57,7 @@ class ExprCodegen:
     func: PrimFunc
     frame: Frame
     vector: tuple[Var, int] | None  # (loop var, lanes) inside a vector body
-    native_ldexp: bool  # llvm.ldexp is one instruction on the target (else a libm call per lane)
+    avx512: bool  # the target has AVX-512: exp rounds and scales by 2**n in one instruction each
 
     def fail(self, msg: str) -> CompileError:
         return CompileError(f"llvm-cpu: {self.func.name}: {msg}")
@@ -211,7 +211,7 @@ class ExprCodegen:
         args = [self.expr(a) for a in e.args]
         if len(args) == 2:
             args = list(self.pair(args[0], args[1]))
-        return emit_intrinsic(self.frame.b, e.name, args, e.dtype, self.native_ldexp)
+        return emit_intrinsic(self.frame.b, e.name, args, e.dtype, self.avx512)
 
     def with_var(self, var: Var, value: ir.Value, emit: Callable[[], None]) -> None:
         """Run ``emit`` with ``var`` bound to ``value``, then restore what was bound before."""

@@ -180,7 +180,7 @@ class LLVMCPUAdapter:
         return render_llvm(
             func, triple=self.triple, vector_bits=self.vector_bits, cpu=self.cpu,
             features=self.llvm_features, datalayout=str(self._machine("default").target_data),
-            native_ldexp="avx512f" in self.features,
+            avx512="avx512f" in self.features,
         )  # fmt: skip
 
     def _machine(self, reloc: str, fresh: bool = False) -> Any:
