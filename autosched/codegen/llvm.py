@@ -17,9 +17,14 @@ from ..te.expr import Expr, Var, is_float, is_int
 from . import llvm_parallel
 from .llvm_expr import I8, I64, ITEM_BYTES, PTR, STORAGE_TYPES, VOID, ExprCodegen, Frame
 from .llvm_intrinsics import I32, declare, like, splat
-from .llvm_vector import affine_index, strides, why_not_vectorizable
+from .llvm_vector import affine_index, lane_reduction, strides, why_not_vectorizable
 
 MALLOC_ABOVE_BYTES = 64 * 1024  # OpenMP worker threads have small stacks
+
+
+def _lane_range(start: int, n: int) -> ir.Constant:
+    """The shuffle mask selecting lanes start .. start + n - 1."""
+    return ir.Constant(ir.VectorType(I32, n), list(range(start, start + n)))
 
 
 class LLVMCodegen(ExprCodegen):
@@ -94,6 +99,10 @@ class LLVMCodegen(ExprCodegen):
             s.buffer.dtype == "bool"
         ):
             raise self.fail(f"store of {s.value.dtype} into {s.buffer.dtype} buffer {s.buffer.name}")
+        red = lane_reduction(s, self.vector[0]) if self.vector is not None else None
+        if red is not None:
+            self.store_lane_reduction(s, *red)
+            return
         value = self.to_storage(self.expr(s.value), s.buffer.dtype)
         kind, addr = self.address(s.buffer, s.indices)
         b, align = self.frame.b, ITEM_BYTES[s.buffer.dtype]
@@ -111,6 +120,27 @@ class LLVMCodegen(ExprCodegen):
                 b.store(
                     b.extract_element(value, k), self.gep(s.buffer, b.extract_element(addr, k)), align=align
                 )
+
+    def store_lane_reduction(self, s: Store, op: str, term: Expr) -> None:
+        """``acc = acc <op> term`` over all lanes: the lanes' terms halve as a tree (log2(lanes) vector
+        ops, not a serial chain of lanes scalar ops), then meet the accumulator."""
+        assert self.vector is not None
+        b, dtype, lanes = self.frame.b, s.value.dtype, self.vector[1]
+        v = self.widen(self.expr(term), lanes)
+        while lanes > 1:
+            half = lanes // 2
+            lo, hi = (b.shuffle_vector(v, v, _lane_range(k, half)) for k in (0, half))
+            folded = self.binary(op, dtype, lo, hi)
+            if lanes % 2:  # the odd lane joins lane 0
+                last = b.extract_element(v, ir.Constant(I32, lanes - 1))
+                first = self.binary(op, dtype, b.extract_element(folded, ir.Constant(I32, 0)), last)
+                folded = b.insert_element(folded, first, ir.Constant(I32, 0))
+            v, lanes = folded, half
+        total = b.extract_element(v, ir.Constant(I32, 0))
+        _, addr = self.address(s.buffer, s.indices)
+        sty, align = STORAGE_TYPES[s.buffer.dtype], ITEM_BYTES[s.buffer.dtype]
+        acc = self.from_storage(b.load(addr, typ=sty, align=align), s.buffer.dtype)
+        b.store(self.to_storage(self.binary(op, dtype, acc, total), s.buffer.dtype), addr, align=align)
 
     def stmt_For(self, s: For) -> None:
         """serial: a loop. unrolled: the body ``extent`` times. vectorized: one body in vector types when

@@ -105,22 +105,27 @@ class ExprCodegen:
         return op(a, b, **kw)
 
     def expr_Binary(self, e: Binary) -> ir.Value:
-        a, c = self.pair(self.expr(e.a), self.expr(e.b))
+        return self.binary(e.op, e.a.dtype, self.expr(e.a), self.expr(e.b), e.b)
+
+    def binary(self, op: str, dtype: str, a: ir.Value, c: ir.Value, divisor: Expr | None = None) -> ir.Value:
+        """``a <op> c`` on values of ``dtype`` (``divisor``: the right operand's expression, for //)."""
+        a, c = self.pair(a, c)
         b = self.frame.b
-        if is_float(e.a.dtype):
+        if is_float(dtype):
             ops = {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv}
-            if e.op in ops:
-                return ops[e.op](a, c, flags=CONTRACT)
-            if e.op in ("min", "max"):
-                return b.select(b.fcmp_ordered("<" if e.op == "min" else ">", a, c), a, c)
-        elif is_int(e.a.dtype):
-            if e.op in ("+", "-", "*"):
-                return {"+": b.add, "-": b.sub, "*": b.mul}[e.op](a, c)
-            if e.op in ("min", "max"):
-                return b.select(b.icmp_signed("<" if e.op == "min" else ">", a, c), a, c)
-            if e.op in ("//", "%"):
-                return self.floor_divmod(e.op, a, c, e.b)
-        raise self.fail(f"operator {e.op!r} on {e.a.dtype} in {e!r}")
+            if op in ops:
+                return ops[op](a, c, flags=CONTRACT)
+            if op in ("min", "max"):
+                return b.select(b.fcmp_ordered("<" if op == "min" else ">", a, c), a, c)
+        elif is_int(dtype):
+            if op in ("+", "-", "*"):
+                return {"+": b.add, "-": b.sub, "*": b.mul}[op](a, c)
+            if op in ("min", "max"):
+                return b.select(b.icmp_signed("<" if op == "min" else ">", a, c), a, c)
+            if op in ("//", "%"):
+                assert divisor is not None
+                return self.floor_divmod(op, a, c, divisor)
+        raise self.fail(f"operator {op!r} on {dtype}")
 
     def floor_divmod(self, op: str, a: ir.Value, c: ir.Value, divisor: Expr) -> ir.Value:
         """Python's floor division/modulo from LLVM's truncating sdiv/srem: -7 // 2 == -4, -7 % 2 == 1."""

@@ -189,9 +189,34 @@ def _why_not_memory(body: Stmt, var: Var) -> str | None:
     return None
 
 
+REDUCE_OPS = ("+", "*", "max", "min")
+
+
+def lane_reduction(s: Stmt, var: Var) -> tuple[str, Expr] | None:
+    """``(op, term)`` when ``s`` is ``acc[i] = acc[i] <op> term`` with ``acc[i]`` the same element for
+    every lane of ``var`` and read nowhere in ``term``: a vectorized reduction axis. The lanes' terms
+    are combined as a tree, then into the accumulator (a sum's rounding order is unspecified)."""
+    if not isinstance(s, Store) or not isinstance(s.value, Binary) or s.value.op not in REDUCE_OPS:
+        return None
+    acc, term = s.value.a, s.value.b
+    if not isinstance(acc, Load) or acc.buffer is not s.buffer:
+        return None
+    if [structural_key(i) for i in acc.indices] != [structural_key(i) for i in s.indices]:
+        return None
+    form = affine_index(s.buffer, s.indices, var)
+    if form is None or form.coeff != 0 or not depends_on(term, var):
+        return None
+    if any(isinstance(x, Load) and x.buffer is s.buffer for x in walk_exprs(term)):
+        return None
+    return s.value.op, term
+
+
 def why_not_vectorizable(loop: For) -> str | None:
     """None when ``loop``'s body may be emitted once in vector types; otherwise the reason it may not."""
     var, body = loop.var, loop.body
+    red = lane_reduction(body, var)
+    if red is not None:
+        return _why_not_lazy(red[1], var)  # the body stores nothing else: no lane sees another's write
     reason = _why_not_shape(body, var)
     if reason:
         return reason

@@ -330,6 +330,10 @@ class _Builder:
             rf.vectorize(rf_op.axis[-1])
             if op.axis:
                 rf.compute_at(st, op.axis[-1])
+            # The partials combine across vector lanes as a tree, not a serial chain of adds.
+            combined = st.op
+            assert isinstance(combined, ComputeOp)
+            st.vectorize(combined.reduce_axis[-1])
             self.done.add(rf.name)
             self.place(st, parallel_axes=list(op.axis))
         else:

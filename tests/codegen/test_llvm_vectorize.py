@@ -9,7 +9,7 @@ import pytest
 
 from autosched.codegen.llvm_vector import why_not_vectorizable
 from autosched.lower.ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Store, seq
-from autosched.te.expr import Var, cast, const, select
+from autosched.te.expr import Var, binary, cast, const, select
 
 
 def buf(name: str, shape: tuple[int, ...], dtype: str = "float32", scope: str = "global") -> Buffer:
@@ -81,12 +81,31 @@ def test_uniform_if_inside_vector_body(cpu, run, rng):
     np.testing.assert_allclose(b, np.where(np.arange(R)[:, None] < 2, a + 1, a * 2), rtol=1e-6)
 
 
+@pytest.mark.parametrize("op", ["+", "*", "max", "min"])
+@pytest.mark.parametrize("n", [16, 7])
+def test_lane_reductions_combine_as_a_tree(cpu, run, rng, op, n):
+    """acc = acc <op> A[j] over a vectorized j: a shuffle tree in vector registers, no serial loop."""
+    A, X = buf("A", (3, n)), buf("X", (3,))
+    r, j = Var("r"), Var("j")
+    loop = For(j, n, "vectorized", Store(X, (r,), binary(op, ld(X, r), ld(A, r, j))))
+    assert why_not_vectorizable(loop) is None
+    f = PrimFunc("lane_reduce", (A, X), For(r, 3, "serial", loop))
+    text = cpu.render(f)
+    assert "shufflevector" in text and "for.j" not in text
+    a, x = rng.uniform(0.5, 1.5, size=(3, n)).astype("float32"), rng.normal(size=3).astype("float32")
+    want = x.copy()
+    for k in range(n):
+        want = {"+": want + a[:, k], "*": want * a[:, k], "max": np.maximum(want, a[:, k]),
+                "min": np.minimum(want, a[:, k])}[op]  # fmt: skip
+    run(f, a, x)
+    np.testing.assert_allclose(x, want, rtol=1e-5)
+
+
 def _fallbacks():
     n = 8
     A, B, X = buf("A", (n,)), buf("B", (n + 1,)), buf("X", (1,))
     j, k = Var("j"), Var("k")
     yield "prefix", (A, B), For(j, n, "vectorized", Store(B, (j + 1,), ld(B, j) + ld(A, j)))
-    yield "reduce", (A, X), For(j, n, "vectorized", Store(X, (const(0),), ld(X, 0) + ld(A, j)))
     yield "count", (A, X), For(j, n, "vectorized", Store(X, (const(0),), ld(X, 0) + 1.0))
     nested = For(k, 2, "serial", Store(B, (j,), ld(B, j) + ld(A, j)))
     yield "nested", (A, B), For(j, n, "vectorized", nested)
