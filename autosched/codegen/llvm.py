@@ -16,15 +16,10 @@ from ..lower.ir import Allocate, Barrier, Buffer, For, IfThenElse, Load, PrimFun
 from ..te.expr import Expr, Var, is_float, is_int
 from . import llvm_parallel
 from .llvm_expr import I8, I64, ITEM_BYTES, PTR, STORAGE_TYPES, VOID, ExprCodegen, Frame
-from .llvm_intrinsics import I32, declare, like, splat
+from .llvm_intrinsics import I32, declare, lane_range, like, splat
 from .llvm_vector import affine_index, lane_reduction, strides, why_not_vectorizable
 
 MALLOC_ABOVE_BYTES = 64 * 1024  # OpenMP worker threads have small stacks
-
-
-def _lane_range(start: int, n: int) -> ir.Constant:
-    """The shuffle mask selecting lanes start .. start + n - 1."""
-    return ir.Constant(ir.VectorType(I32, n), list(range(start, start + n)))
 
 
 class LLVMCodegen(ExprCodegen):
@@ -129,7 +124,7 @@ class LLVMCodegen(ExprCodegen):
         v = self.widen(self.expr(term), lanes)
         while lanes > 1:
             half = lanes // 2
-            lo, hi = (b.shuffle_vector(v, v, _lane_range(k, half)) for k in (0, half))
+            lo, hi = (b.shuffle_vector(v, v, lane_range(k, half)) for k in (0, half))
             folded = self.binary(op, dtype, lo, hi)
             if lanes % 2:  # the odd lane joins lane 0
                 last = b.extract_element(v, ir.Constant(I32, lanes - 1))

@@ -51,6 +51,11 @@ def splat(ty: ir.Type, value: float | int) -> ir.Constant:
     return ir.Constant(ty, value)
 
 
+def lane_range(start: int, n: int) -> ir.Constant:
+    """A shufflevector mask selecting lanes ``start`` .. ``start + n - 1``."""
+    return ir.Constant(ir.VectorType(I32, n), list(range(start, start + n)))
+
+
 def like(value: ir.Value, scalar_ty: ir.Type) -> ir.Type:
     """``scalar_ty``, or a vector of it as wide as ``value``."""
     if isinstance(value.type, ir.VectorType):
@@ -174,18 +179,14 @@ class _Math:
                          ir.FunctionType(v16, [v16, v16, v16, ir.IntType(16), I32]))  # fmt: skip
         parts = []
         for k in range(0, count, 16):
-            lanes = ir.Constant(ir.VectorType(I32, 16), list(range(k, k + 16)))
-            ys, fs = b.shuffle_vector(y, y, lanes), b.shuffle_vector(fn, fn, lanes)
+            ys, fs = b.shuffle_vector(y, y, lane_range(k, 16)), b.shuffle_vector(fn, fn, lane_range(k, 16))
             # All lanes (mask -1), the current rounding mode (4).
             parts.append(b.call(scalef, [ys, fs, ys, ir.Constant(ir.IntType(16), -1), ir.Constant(I32, 4)]))
         while len(parts) > 1:  # concatenate pairwise back to ``count`` lanes
-            pairs = []
-            for a, c in zip(parts[::2], parts[1::2]):
-                n = a.type.count
-                pairs.append(
-                    b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, 2 * n), list(range(2 * n))))
-                )
-            parts = pairs
+            parts = [
+                b.shuffle_vector(a, c, lane_range(0, 2 * a.type.count))
+                for a, c in zip(parts[::2], parts[1::2])
+            ]
         return parts[0]
 
     def log(self, x: ir.Value) -> ir.Value:

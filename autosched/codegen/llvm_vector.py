@@ -2,7 +2,8 @@
 
 Pure loop-IR analysis, no LLVM. Codegen turns a vectorized loop into one copy of its body in LLVM
 vector types only when :func:`why_not_vectorizable` finds nothing; otherwise it emits a plain serial
-loop, which is slower but computes the same thing.
+loop, which is slower but computes the same thing. A vectorized reduction axis
+(``acc = acc + A[j]`` over the lanes of ``j``, :func:`lane_reduction`) is combined as a tree.
 """
 
 from __future__ import annotations

@@ -3,13 +3,15 @@
 A candidate is produced by :meth:`SketchPolicy.sample`, which walks the stages from the outputs
 back and applies the first rule that fits each stage:
 
-- elementwise intermediates (padding, bias, activations) are inlined into their consumers;
+- elementwise intermediates (padding, bias, activations) are inlined into their consumers; one
+  read by several stages (softmax's exp) may instead be materialized;
 - a reduction with data reuse (matmul, conv: some input ignores a spatial axis) gets multi-level
   tiling "SSRSRS" inside a consumer that writes the result: its elementwise consumer when it has
   one (dense -> bias+relu), else a ``cache_write`` copy; the accumulator tile lives in registers;
 - a reduction without reuse (softmax, norms, pooling) is either vectorized across its spatial
-  lanes or ``rfactor``-ed so that its contiguous reduction runs in vector lanes, and is computed at
-  the root or inside its consumer's outer loops;
+  lanes or ``rfactor``-ed so that its contiguous reduction runs in vector lanes (whose partials
+  then combine as a tree), and is computed at the root or inside the outer loops of the one root
+  loop nest all its readers run in (softmax: max, exps and sum inside the output's row loop);
 - any remaining stage gets its outer loops fused and parallel and its inner loop vectorized.
 
 Every random choice is kept in a ``Decisions`` dict (JSON-able), so a candidate can be rebuilt,
@@ -84,10 +86,17 @@ def contiguous_reduction(op: ComputeOp) -> bool:
 
 
 class SketchPolicy:
-    def __init__(self, outputs: Sequence[Tensor], cores: int = 2, lanes: int = 16):
+    """``registers``: vector registers the accumulator tile may fill; by default 32 - 4 with 16
+    float32 lanes (AVX-512 has 32) and 16 - 4 otherwise (AVX2, SSE; conservative elsewhere), 4 left
+    for the operands."""
+
+    def __init__(
+        self, outputs: Sequence[Tensor], cores: int = 2, lanes: int = 16, registers: int | None = None
+    ):
         self.outputs = list(outputs)
         self.cores = cores
         self.lanes = lanes
+        self.registers = registers or (32 if lanes >= 16 else 16) - 4
 
     def sample(self, rng: random.Random, decisions: Decisions | None = None) -> tuple[Schedule, Decisions]:
         """A random candidate; choices already in ``decisions`` are reused where still valid."""
@@ -193,10 +202,7 @@ class _Builder:
         assert isinstance(p_op, ComputeOp) and isinstance(c_op, ComputeOp)
         # The last axis is the vector axis: its register tile is whole vectors where the extent allows
         # (a 1-8 lane tile on a 16-lane machine wastes most of each instruction).
-        *outer_axes, last = p_op.axis
-        lengths = [self.tiles(f"{name}/tile/{a.name}", a.extent, 4, inner_max=16) for a in outer_axes]
-        multiple = math.gcd(self.p.lanes, last.extent)
-        lengths.append(self.tiles(f"{name}/tile/{last.name}", last.extent, 4, 64, multiple))
+        lengths = self.register_tiles(name, list(p_op.axis))
         # Consumer: levels S0, S1 and the inner (S2*S3) tile; the producer goes inside S1.
         outer0, outer1, inner = [], [], []
         for ax, ln in zip(c_op.axis, lengths):
@@ -242,6 +248,23 @@ class _Builder:
         if unroll:
             producer.pragma(r0[0], "auto_unroll_max_step", unroll)
         self.done.update({producer.name, consumer.name})
+
+    def register_tiles(self, name: str, axes: list[IterVar]) -> list[list[int]]:
+        """Four tile lengths per spatial axis whose innermost ones, the accumulators kept in
+        registers, fit ``registers`` vectors (an accumulator tile of 16 x 7 vectors spilled and
+        trapped a search for hundreds of trials); a given tiling that does not fit is resampled."""
+        *outer_axes, last = axes
+        multiple = math.gcd(self.p.lanes, last.extent)
+        for attempt in range(64):
+            if attempt:  # the given or sampled tiles overflow the registers: sample afresh
+                for a in axes:
+                    self.given.pop(f"{name}/tile/{a.name}", None)
+            lengths = [self.tiles(f"{name}/tile/{a.name}", a.extent, 4, inner_max=16) for a in outer_axes]
+            lengths.append(self.tiles(f"{name}/tile/{last.name}", last.extent, 4, 64, multiple))
+            vectors = _prod([ln[-1] for ln in lengths[:-1]]) * math.ceil(lengths[-1][-1] / self.p.lanes)
+            if vectors <= self.p.registers:
+                break
+        return lengths
 
     def index_dims(self, op: ComputeOp, st: Stage, wanted: set[int] | None = None) -> set[int]:
         """Positions of ``op``'s spatial axes that appear in its reads of ``st`` (through inlined

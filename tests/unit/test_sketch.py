@@ -61,3 +61,26 @@ def test_softmax_stages_can_share_the_output_row_loop() -> None:
         for name in ("maxelem", "expsum"):
             assert d[f"softmax_{name}/location"] in (0, 1)  # the root or the row loop, nothing deeper
     assert seen == {True, False}
+
+
+def test_accumulator_tile_fits_the_registers() -> None:
+    """The innermost (register) tiles of a multi-level tiling hold at most ``registers`` vectors;
+    a given tiling that would spill (conv2d's 16 x 7 x 8 tile: 112 vectors) is resampled."""
+    from autosched.topi.workloads import make_conv2d
+
+    *_, out = make_conv2d(1, 64, 56, 56, 64, 3, 3, stride=1, padding=1)
+    policy = SketchPolicy([out], lanes=16)
+    assert policy.registers == 28
+    rng = random.Random(0)
+
+    def vectors(d: dict) -> int:
+        inner = [d[f"conv2d.local/tile/{a}"][-1] for a in ("nn", "ff", "yy")]
+        return inner[0] * inner[1] * inner[2] * -(-d["conv2d.local/tile/xx"][-1] // 16)
+
+    for _ in range(40):
+        _, d = policy.sample(rng)
+        assert vectors(d) <= 28, d
+    spilling = dict(d, **{"conv2d.local/tile/ff": [2, 2, 1, 16], "conv2d.local/tile/yy": [2, 4, 1, 7]})
+    _, rebuilt = policy.sample(rng, spilling)
+    assert vectors(rebuilt) <= 28
+    assert rebuilt["conv2d.local/tile/rc"] == d["conv2d.local/tile/rc"]  # reduction tiles are kept
