@@ -141,6 +141,7 @@ def run_tvm(name: str, s: tuple, budget: int, args: argparse.Namespace, work: Pa
     database = ms.tir_integration.tune_tir(
         mod=mod, target=target, work_dir=str(work_dir), max_trials_global=budget,
         num_trials_per_iter=min(64, budget),
+        builder=ms.builder.LocalBuilder(timeout_sec=args.tvm_build_timeout),
     )  # fmt: skip
     sch = ms.tir_integration.compile_tir(database, mod, target)  # the best schedule in the database
     wall = time.perf_counter() - start
@@ -174,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         help="autosched candidates per round (TVM: 64)",
     )
     p.add_argument("--mcpu", default="znver4")
+    p.add_argument(
+        "--tvm-build-timeout", type=float, default=30.0,
+        help="seconds MetaSchedule may spend building one candidate (its default, 30; on a slow day "
+        "every dense build here ran past it and no trial finished)",
+    )  # fmt: skip
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     p.add_argument("--number", type=int, default=10)
     p.add_argument("--repeat", type=int, default=5)
