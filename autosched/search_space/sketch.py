@@ -405,7 +405,7 @@ class _Builder:
         return spots
 
     def place(self, st: Stage, parallel_axes: list[IterVar]) -> None:
-        """Compute at the root with fused parallel outer loops, or inside a consumer's loops."""
+        """At the root with fused parallel outer loops, or in a loop its readers run in (attach_spots)."""
         spots = [("root", ""), *self.attach_spots(st)]
         where = self.choose(f"{st.name}/location", list(range(len(spots))))
         if where > 0:
