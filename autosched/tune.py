@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .hai.chip_facts import measured_info
 from .hai.registry import get_adapter
 from .measure.result import FAILED_COST, MeasureResult
 from .measure.task import MeasureTask
@@ -122,7 +123,7 @@ class Tuner:
         self.options = options or TuneOptions()
         self.target = parse_target(target)
         self.adapter = get_adapter(self.target)
-        self.chip = self.adapter.info()
+        self.chip = measured_info(self.adapter)  # measured peak and bandwidth, cached: in every record
         self.fingerprint = fingerprint_of(self.target, self.chip)
         self.log_path = Path(log_path)
         self.reporter = reporter or (lambda event, task: None)

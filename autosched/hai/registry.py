@@ -50,19 +50,27 @@ def detect() -> str:
     return "llvm-cpu"
 
 
-def list_devices() -> list[str]:
-    """One line per target kind: its chip facts where it is usable here, or why it is not."""
+def list_devices(remeasure: bool = False) -> list[str]:
+    """One line per target kind: its chip facts where it is usable here, or why it is not.
+
+    Peak and bandwidth are measured once per machine and target (about 2 s) and cached
+    (:mod:`.chip_facts`); ``remeasure`` measures again.
+    """
+    from .chip_facts import measured_info
+
     lines = []
     for kind in ADAPTERS:
         try:
-            info = get_adapter(kind).info()
+            info = measured_info(get_adapter(kind), remeasure=remeasure)
         except Exception as e:  # a missing driver or package is a fact to report, not a crash
             lines.append(f"{kind:10s} unavailable: {e}")
             continue
+        how = info.extra.get("facts", "estimated")
+        bandwidth = f", {info.bandwidth_gbs:.0f} GB/s memory" if info.bandwidth_gbs else ""
         lines.append(
             f"{kind:10s} {info.name} ({info.arch}), {info.cores} cores, {info.vector_bits}-bit vectors, "
             f"L1 {info.l1_bytes // 1024} KiB, L2 {info.l2_bytes // 1024} KiB, "
             f"L3 {info.l3_bytes // 1024} KiB, "
-            f"~{info.peak_gflops:.0f} GFLOP/s fp32 peak (estimated)"
+            f"{info.peak_gflops:.0f} GFLOP/s fp32 peak{bandwidth} ({how})"
         )
     return lines

@@ -1,0 +1,66 @@
+"""Chip facts measured once and cached: the probes run real loops, the cache is keyed and survives bad files."""
+
+import json
+
+import pytest
+
+from autosched.hai import chip_facts
+from autosched.hai.cpu_facts import measure_copy_gbs, measure_peak_gflops
+from autosched.hai.registry import get_adapter, list_devices
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOSCHED_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("AUTOSCHED_MEASURE_CHIP", raising=False)
+    calls = []
+
+    def fake_measure(adapter, info):
+        calls.append(str(adapter.target))
+        return {"peak_gflops": 400.0, "peak_gflops_core": 200.0, "bandwidth_gbs": 30.0, "l2_bandwidth_gbs": 150.0}
+
+    monkeypatch.setattr(chip_facts, "measure", fake_measure)
+    return tmp_path / "chip_facts.json", calls
+
+
+def test_probes_run_on_the_native_and_a_variant_target():
+    for target in ("llvm-cpu", "llvm-cpu -mcpu=haswell"):
+        adapter = get_adapter(target)
+        assert measure_peak_gflops(adapter, threads=1, seconds=0.01) > 0
+        assert measure_copy_gbs(adapter, 1 << 20, threads=2, seconds=0.01) > 0  # checks the copy inside
+
+
+def test_measured_once_then_cached_per_target(cache):
+    path, calls = cache
+    info = chip_facts.measured_info(get_adapter("llvm-cpu"))
+    assert (info.peak_gflops, info.bandwidth_gbs, info.extra["facts"]) == (400.0, 30.0, "measured")
+    assert info.extra["l2_bandwidth_gbs"] == 150.0 and info.extra["peak_gflops_core"] == 200.0
+    chip_facts.measured_info(get_adapter("llvm-cpu"))
+    assert calls == ["llvm-cpu"]
+    chip_facts.measured_info(get_adapter("llvm-cpu -mcpu=haswell"))  # another chip: its own entry
+    assert calls == ["llvm-cpu", "llvm-cpu -mcpu=haswell"]
+    assert len(json.loads(path.read_text())["chips"]) == 2
+    chip_facts.measured_info(get_adapter("llvm-cpu"), remeasure=True)
+    assert calls[-1] == "llvm-cpu" and len(calls) == 3
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"version": 99}', '{"version": 1, "chips": {"x": 5}}', "[]"])
+def test_a_bad_cache_file_is_measured_again_and_rewritten(cache, content):
+    path, calls = cache
+    path.write_text(content)
+    assert chip_facts.measured_info(get_adapter("llvm-cpu")).extra["facts"] == "measured"
+    assert calls == ["llvm-cpu"]
+    assert json.loads(path.read_text())["version"] == chip_facts.FACTS_VERSION
+
+
+def test_estimates_when_told_not_to_measure(cache, monkeypatch):
+    _, calls = cache
+    monkeypatch.setenv("AUTOSCHED_MEASURE_CHIP", "0")
+    info = chip_facts.measured_info(get_adapter("llvm-cpu"))
+    assert info.extra["facts"] == "estimated" and calls == []
+    assert chip_facts.measured_info(get_adapter("llvm-cpu"), measure_now=False).extra["facts"] == "estimated"
+
+
+def test_devices_show_measured_peak_and_bandwidth(cache):
+    line = next(x for x in list_devices() if x.startswith("llvm-cpu"))
+    assert "400 GFLOP/s fp32 peak, 30 GB/s memory (measured)" in line
