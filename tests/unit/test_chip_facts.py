@@ -1,4 +1,4 @@
-"""Chip facts measured once and cached: the probes run real loops, the cache is keyed and survives bad files."""
+"""Chip facts measured once and cached: the probes run real loops; a keyed cache that survives bad files."""
 
 import json
 
@@ -17,7 +17,8 @@ def cache(tmp_path, monkeypatch):
 
     def fake_measure(adapter, info):
         calls.append(str(adapter.target))
-        return {"peak_gflops": 400.0, "peak_gflops_core": 200.0, "bandwidth_gbs": 30.0, "l2_bandwidth_gbs": 150.0}
+        return {"peak_gflops": 400.0, "peak_gflops_core": 200.0, "bandwidth_gbs": 30.0,
+                "l2_bandwidth_gbs": 150.0}  # fmt: skip
 
     monkeypatch.setattr(chip_facts, "measure", fake_measure)
     return tmp_path / "chip_facts.json", calls
@@ -44,7 +45,10 @@ def test_measured_once_then_cached_per_target(cache):
     assert calls[-1] == "llvm-cpu" and len(calls) == 3
 
 
-@pytest.mark.parametrize("content", ["{not json", '{"version": 99}', '{"version": 1, "chips": {"x": 5}}', "[]"])
+BAD_CACHES = ["{not json", '{"version": 99}', '{"version": 1, "chips": {"x": 5}}', "[]"]
+
+
+@pytest.mark.parametrize("content", BAD_CACHES)
 def test_a_bad_cache_file_is_measured_again_and_rewritten(cache, content):
     path, calls = cache
     path.write_text(content)
