@@ -6,7 +6,8 @@ import os
 from collections.abc import Callable, Sequence
 
 from ..search_space.schedule import Schedule
-from ..te.tensor import Tensor
+from ..te.tensor import PlaceholderOp, Tensor
+from .bounds import check_bounds
 from .cross_thread import lower_cross_thread_reductions
 from .gpu_sync import insert_barriers
 from .ir import PrimFunc
@@ -46,6 +47,7 @@ def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> PrimFunc
     Example: ``print(format_func(lower(s, [A, B, C], "matmul")))``.
     """
     check = os.environ.get("AUTOSCHED_VERIFY") == "1"
+    check_bounds([t for t in args if not isinstance(t.op, PlaceholderOp)])  # once per program
     func = schedule_to_loops(sch, list(args), name)
     if check:
         verify(func, "schedule_to_loops")

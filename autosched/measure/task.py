@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..lower.bounds import check_bounds
 from ..target import parse_target
 from ..te.reference import evaluate, random_inputs
 from ..te.tensor import PlaceholderOp, Tensor
@@ -50,6 +51,7 @@ class MeasureTask:
             raise ValueError(
                 f"MeasureTask {name!r}: args must be inputs then at least one output, got {args}"
             )
+        check_bounds(outs)  # an out-of-bounds program is refused before any reference or trial
         inputs = random_inputs(ins, seed=seed)
         expected = evaluate(outs, dict(zip(ins, inputs)))
         return MeasureTask(
