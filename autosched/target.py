@@ -48,4 +48,11 @@ def parse_target(text: str | Target) -> Target:
                 f"target {text!r}: unknown option {key!r} for {kind}; known: {', '.join(OPTIONS[kind])}"
             )
         options[key] = value
+    if kind == "llvm-cpu" and ("mcpu" in options or "mattr" in options):
+        from .hai.llvm_cpu import check_cpu_options  # needs llvmlite: only for llvm-cpu targets
+
+        try:
+            check_cpu_options(options.get("mcpu"), options.get("mattr"))
+        except TargetError as e:
+            raise TargetError(f"target {text!r}: {e}") from None
     return Target(kind, tuple(sorted(options.items())))

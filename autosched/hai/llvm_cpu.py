@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import difflib
+import functools
 import os
+import sys
+import tempfile
 import time as _time
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +56,66 @@ def _llvm() -> Any:
             llvm.load_library_permanently(gomp)
         _llvm_ready = True
     return llvm
+
+
+@functools.cache
+def llvm_cpu_names() -> tuple[frozenset[str], frozenset[str]]:
+    """The CPU names and ISA features LLVM knows for this process's triple.
+
+    llvmlite does not list them, but LLVM prints both lists to stderr when asked for cpu "help";
+    the listing is captured from file descriptor 2 (once a process).
+    """
+    llvm = _llvm()
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    with tempfile.TemporaryFile("w+") as captured:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(captured.fileno(), 2)
+            target.create_target_machine(cpu="help", features="")
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        text = captured.read()
+    cpus: set[str] = set()
+    features: set[str] = set()
+    section: set[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("Available CPUs"):
+            section = cpus
+        elif line.startswith("Available features"):
+            section = features
+        elif section is not None and line.startswith("  ") and " - " in line:
+            section.add(line.split()[0])
+    return frozenset(cpus), frozenset(features)
+
+
+def check_cpu_options(mcpu: str | None, mattr: str | None) -> None:
+    """Refuse an ``-mcpu`` or ``-mattr`` that LLVM does not know: it would ignore the name and may
+    then abort the whole process ("LLVM ERROR") when it emits code."""
+    cpus, features = llvm_cpu_names()
+    if not cpus:
+        return  # LLVM printed no listing: nothing to check against
+    if mcpu is not None and mcpu not in cpus:
+        close = difflib.get_close_matches(mcpu, sorted(cpus), n=5)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise TargetError(
+            f"-mcpu={mcpu}: LLVM knows no such CPU; {hint}the host is {_llvm().get_host_cpu_name()}. "
+            "`llc -mcpu=help` lists the names (python: autosched.hai.llvm_cpu.llvm_cpu_names())"
+        )
+    for item in filter(None, (mattr or "").split(",")):
+        name = item.lstrip("+-")
+        if not item.startswith(("+", "-")):
+            raise TargetError(
+                f"-mattr={mattr}: {item!r} needs a sign: +{name} enables it, -{name} disables it"
+            )
+        if name not in features:
+            close = difflib.get_close_matches(name, sorted(features), n=5)
+            hint = f" (did you mean {', '.join('+' + c for c in close)}?)" if close else ""
+            raise TargetError(
+                f"-mattr={mattr}: LLVM knows no feature {name!r}{hint}; `llc -mattr=help` lists them"
+            )
 
 
 @dataclass
