@@ -1,14 +1,21 @@
-"""The ``autosched`` command line: tune, devices, logs."""
+"""The ``autosched`` command line: tune, devices, logs, build.
+
+Every problem is one line on stderr, ``autosched <command>: error: <what, where, what to do>``, and
+exit code 2; ``autosched --debug ...`` shows the traceback instead. Ctrl-C exits 130, a closed pipe
+(``autosched logs show L | head``) exits quietly.
+"""
 
 from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from .errors import AutoschedError
+from .report.cli import add_report_parser
 from .runtime.cli_build import add_build_parser
 
 
@@ -40,10 +47,15 @@ def _instances(op_file: str, workload: str | None, args: dict[str, Any]) -> list
             names = ", ".join(w.name for w in workloads)
             raise WorkloadError(f"{op_file}: no workload named {workload!r}; the file defines: {names}")
         workloads = chosen
-    return [
-        w.instantiate(**{k: v for k, v in args.items() if k in w.defaults or len(workloads) == 1})
-        for w in workloads
-    ]
+    known = {k: None for w in workloads for k in w.defaults}
+    unknown = [k for k in args if k not in known]
+    if unknown:  # a typo (MM=128) would otherwise tune the default sizes without a word
+        names = ", ".join(w.name for w in workloads)
+        raise WorkloadError(
+            f"--args: {', '.join(unknown)} is not an argument of {names} in {op_file}; "
+            f"known: {', '.join(known) or '(none)'}"
+        )
+    return [w.instantiate(**{k: v for k, v in args.items() if k in w.defaults}) for w in workloads]
 
 
 def cmd_tune(ns: argparse.Namespace) -> int:
@@ -109,13 +121,24 @@ def cmd_logs(ns: argparse.Namespace) -> int:
     elif ns.logs_cmd == "best":
         print(show_best(ns.log, workload=ns.workload, target=ns.target))
     else:
-        stats = merge_logs(ns.inputs, ns.output, keep=ns.keep)
-        print(stats)
+        print(merge_logs(ns.inputs, ns.output, keep=ns.keep).describe(ns.output))
     return 0
+
+
+def _count(text: str) -> int:
+    """argparse type for --limit: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="autosched", description="Auto-scheduling tensor compiler.")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error, not one line")
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("tune", help="search for the fastest schedule of each workload in an op file")
@@ -154,27 +177,66 @@ def build_parser() -> argparse.ArgumentParser:
     lsub = lg.add_subparsers(dest="logs_cmd", required=True)
     ls = lsub.add_parser("show", help="records per workload and chip, errors, best speed")
     ls.add_argument("log")
-    ls.add_argument("--limit", type=int, default=20)
+    ls.add_argument("--limit", type=_count, default=20, help="groups and problems listed (default 20)")
     lb = lsub.add_parser("best", help="the best schedule per workload and chip, as schedule code")
     lb.add_argument("log")
     lb.add_argument("--workload")
     lb.add_argument("--target")
-    lm = lsub.add_parser("merge", help="merge logs, dropping duplicates")
+    lm = lsub.add_parser(
+        "merge", help="merge logs, dropping duplicate records; lines that do not parse are kept verbatim"
+    )
     lm.add_argument("inputs", nargs="+")
     lm.add_argument("-o", "--output", required=True)
     lm.add_argument("--keep", choices=["all", "best"], default="all")
     lg.set_defaults(func=cmd_logs)
     add_build_parser(sub)  # autosched build: runtime/cli_build.py
+    add_report_parser(sub)  # autosched report, autosched profile: report/cli.py
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
+    if ns.debug:
+        return int(ns.func(ns))
     try:
         return int(ns.func(ns))
-    except (AutoschedError, FileNotFoundError, ValueError) as e:
-        print(f"autosched {ns.command}: error: {e}", file=sys.stderr)
+    except BrokenPipeError:  # `autosched logs show L | head`: the reader has all it wanted
+        _silence_stdout()
+        return 141
+    except KeyboardInterrupt:
+        print(f"autosched {ns.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        print(f"autosched {ns.command}: error: {error_line(e)}", file=sys.stderr)
         return 2
+
+
+def error_line(e: BaseException) -> str:
+    """One line for a problem: what went wrong, where, and what to do about it."""
+    if isinstance(e, AutoschedError):
+        text = str(e)
+    elif isinstance(e, MemoryError):
+        text = (
+            f"out of memory ({e or 'MemoryError'}): the workload's arrays or the search do not fit in "
+            "this machine's memory; use smaller sizes (--args)"
+        )
+    elif isinstance(e, OSError):
+        where = f" {e.filename}" if e.filename else ""
+        text = f"{e.strerror or e}:{where}; check the path and its permissions"
+    elif isinstance(e, ValueError):
+        text = str(e)
+    else:
+        text = f"internal error {type(e).__name__}: {e} (a bug: rerun with --debug and report the traceback)"
+    return " ".join(text.split())  # one line
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not raise BrokenPipeError again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file (captured in tests)
+        pass
 
 
 if __name__ == "__main__":

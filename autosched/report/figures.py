@@ -1,0 +1,128 @@
+"""The report's figures with matplotlib: tuning curves and a roofline, as Figures or inline SVG.
+
+matplotlib is an optional extra (``pip install autosched[report]``), imported only here and only when a
+figure is drawn. Figures are made with ``matplotlib.figure.Figure`` directly, not pyplot, so drawing one
+changes no global backend or state (the effect of ``matplotlib.use("Agg")`` without touching it): a
+notebook shows the returned Figure inline, and :func:`svg_of` turns it into text for the page.
+
+Example::
+
+    fig = tuning_curve_figure(data.curves[key], title="matmul 64^3")
+    html_fragment = svg_of(fig)
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import AutoschedError
+from .data import Curve
+
+SVG_STYLE = {"svg.fonttype": "none", "svg.hashsalt": "autosched"}  # text stays text; stable ids
+
+
+class ReportDependencyError(AutoschedError):
+    """matplotlib is missing; the message says how to install it."""
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """A kernel placed by arithmetic intensity (FLOP/byte) and its best GFLOP/s."""
+
+    label: str
+    intensity: float
+    gflops: float
+
+
+def _figure(width: float = 6.0, height: float = 3.2) -> Any:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ReportDependencyError(
+            "figures need matplotlib: pip install 'autosched[report]' (or pip install 'matplotlib>=3.7')"
+        ) from None
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def tuning_curve_figure(
+    curves: Sequence[Curve], x: Literal["trials", "seconds"] = "trials", title: str = ""
+) -> Any:
+    """Best GFLOP/s against trials (or wall seconds), one line per curve. Example:
+    ``tuning_curve_figure(data.curves[key], x="seconds")``."""
+    if x not in ("trials", "seconds"):
+        raise ValueError(f"tuning_curve_figure: x must be 'trials' or 'seconds', got {x!r}")
+    fig = _figure()
+    ax = fig.add_subplot()
+    for curve in curves:
+        xs = curve.trials if x == "trials" else curve.seconds
+        ax.step(xs, curve.best_gflops, where="post", marker="." if len(xs) < 30 else None, label=curve.label)
+    ax.set_xlabel("trials" if x == "trials" else "wall time (s)")
+    ax.set_ylabel("best GFLOP/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title)
+    if curves:
+        ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def roofline_figure(
+    points: Sequence[RooflinePoint], peak_gflops: float, bandwidth_gbs: float, title: str = ""
+) -> Any:
+    """Log-log roofline: the peak, the bandwidth slope where measured, and each kernel as a point.
+
+    A limit that was not measured (0.0) is not drawn; the figure says so instead.
+    """
+    fig = _figure(6.0, 3.6)
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs = [p.intensity for p in points] or [1.0]
+    lo, hi = min(xs) / 4, max(xs) * 4
+    if bandwidth_gbs > 0:
+        lo = min(lo, peak_gflops / bandwidth_gbs / 4) if peak_gflops > 0 else lo
+        hi = max(hi, peak_gflops / bandwidth_gbs * 4) if peak_gflops > 0 else hi
+    grid = [lo * (hi / lo) ** (i / 64) for i in range(65)]
+    missing = []
+    if bandwidth_gbs > 0:
+        roof = [
+            min(peak_gflops, ai * bandwidth_gbs) if peak_gflops > 0 else ai * bandwidth_gbs for ai in grid
+        ]
+        ax.plot(grid, roof, color="black", lw=1.2, label=f"bandwidth {bandwidth_gbs:.3g} GB/s")
+    else:
+        missing.append("bandwidth not measured")
+    if peak_gflops > 0:
+        ax.axhline(peak_gflops, color="gray", ls="--", lw=1, label=f"peak {peak_gflops:.4g} GFLOP/s")
+    else:
+        missing.append("peak not measured")
+    for p in points:
+        ax.scatter([p.intensity], [p.gflops], s=18, zorder=3)
+        ax.annotate(p.label, (p.intensity, p.gflops), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    if missing:
+        ax.text(0.02, 0.96, "; ".join(missing), transform=ax.transAxes, va="top", fontsize=8, color="darkred")
+    if not points:
+        ax.text(0.5, 0.5, "no kernel could be placed", transform=ax.transAxes, ha="center", color="darkred")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte moved, compulsory)")
+    ax.set_ylabel("GFLOP/s")
+    ax.grid(alpha=0.3, which="both")
+    if title:
+        ax.set_title(title)
+    if bandwidth_gbs > 0 or peak_gflops > 0:
+        ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def svg_of(fig: Any) -> str:
+    """The figure as an ``<svg>`` element (no XML prologue), ready to inline in HTML."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context(SVG_STYLE):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    text = buf.getvalue()
+    return text[text.index("<svg") :]

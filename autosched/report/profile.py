@@ -1,0 +1,223 @@
+"""``autosched profile DIR``: where a built library's time goes, kernel by kernel.
+
+Each function of the library (``autosched build ... -o DIR``, opened with :func:`autosched.load`) runs on
+fresh random inputs (never zeros), its output is checked against the numpy reference where its workload
+is registered here, and it is timed with the project's shared timer for fair comparisons
+(:func:`autosched.measure.compare.interleaved_medians`: all kernels in alternating blocks, median of
+each). Printed per kernel, sorted by share of the total: median time, share, GFLOP/s and the fraction
+of the roofline bound from the chip facts in the manifest.
+
+Example::
+
+    prof = profile_directory("build/matmul", repeat=10)
+    print(format_profile(prof))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..measure.compare import interleaved_medians
+from ..records.show import format_seconds
+from ..runtime.load import LibraryFunction, load
+from ..te.reference import random_inputs, reference_for
+from ..te.tensor import Tensor
+from ..testing import tolerance
+from .resolve import compulsory_bytes, load_workloads, resolve_workload, roofline_bound
+
+
+@dataclass(frozen=True)
+class KernelProfile:
+    """One kernel's row; ``None`` where a number cannot be known (no FLOP count, no roofline facts)."""
+
+    name: str
+    workload: str
+    median_s: float
+    share: float
+    flops: float | None
+    gflops: float | None
+    bound_gflops: float | None
+    check: str  # "ok", "MISMATCH ...", or why it was not checked
+
+    @property
+    def fraction_of_bound(self) -> float | None:
+        if self.gflops is None or not self.bound_gflops:
+            return None
+        return self.gflops / self.bound_gflops
+
+
+@dataclass(frozen=True)
+class Profile:
+    directory: str
+    target: str
+    peak_gflops: float
+    bandwidth_gbs: float
+    kernels: tuple[KernelProfile, ...]  # by share, largest first
+    notes: tuple[str, ...]
+    log: str | None  # the tuning log the library was built from, as the manifest names it
+
+    @property
+    def total_s(self) -> float:
+        return sum(k.median_s for k in self.kernels)
+
+
+def profile_directory(
+    directory: str | Path,
+    *,
+    repeat: int = 20,
+    op_files: Sequence[str] = (),
+    pause_s: float = 0.3,
+    warmup_s: float = 0.3,
+    seed: int = 0,
+) -> Profile:
+    """Check and time every function of the library in ``directory``; raises LoadError for a bad one."""
+    notes = load_workloads(op_files)
+    lib = load(directory)
+    chip = dict(lib.manifest["target"].get("chip") or {})
+    peak, bw = float(chip.get("peak_gflops") or 0.0), float(chip.get("bandwidth_gbs") or 0.0)
+    if bw <= 0:
+        notes.append("bandwidth not measured for this chip: the bound is the peak alone")
+    prepared = []
+    for fn in lib.functions.values():
+        arrays, flops, check = _prepare(fn, seed)
+        if arrays is None:
+            notes.append(f"{fn.name}: not run: {check}")
+            continue
+        prepared.append((fn, arrays, flops, check))
+    calls = [_caller(fn, arrays) for fn, arrays, _, _ in prepared]
+    medians = interleaved_medians(
+        calls, repeat=repeat, block=min(5, repeat), pause_s=pause_s, warmup_s=warmup_s
+    )
+    total = sum(medians) or 1.0
+    rows = []
+    for (fn, _arrays, flops, check), median in zip(prepared, medians):
+        gflops = flops / median / 1e9 if flops and median > 0 else None
+        bound = None
+        if flops:
+            bound = roofline_bound(flops / _manifest_bytes(fn), peak, bw) or None
+        rows.append(
+            KernelProfile(fn.name, fn.entry["workload"], median, median / total, flops, gflops, bound, check)
+        )
+        if check.startswith("MISMATCH"):
+            notes.append(f"{fn.name}: output differs from the numpy reference: {check}")
+    rows.sort(key=lambda k: -k.share)
+    return Profile(
+        str(directory),
+        str(lib.manifest["target"].get("name")),
+        peak,
+        bw,
+        tuple(rows),
+        tuple(notes),
+        lib.manifest.get("log"),
+    )
+
+
+def _prepare(fn: LibraryFunction, seed: int) -> tuple[list[np.ndarray] | None, float | None, str]:
+    """Random inputs and output buffers, the FLOP count, and the result of one checked run."""
+    from .. import te
+
+    entry = fn.entry
+    inst = resolve_workload(entry["workload"], dict(entry.get("workload_args") or {}), entry["workload_key"])
+    if isinstance(inst, str):
+        placeholders = [
+            te.placeholder(tuple(a["shape"]), a["dtype"], name=a["name"]) for a in fn.args[: fn.n_inputs]
+        ]
+        if any(not np.issubdtype(np.dtype(p.dtype), np.floating) for p in placeholders):
+            return None, None, f"integer inputs (indices?) need the workload to draw safe values: {inst}"
+        inputs = random_inputs(placeholders, seed=seed)
+        flops = _logged_flops(fn)
+        tensors: Sequence[Tensor] | None = None
+    else:
+        tensors = inst.tensors
+        inputs = random_inputs(list(inst.inputs), seed=seed)
+        flops = float(inst.flop_count())
+    outputs = [np.full(tuple(a["shape"]), 7, dtype=a["dtype"]) for a in fn.args[fn.n_inputs :]]  # garbage
+    arrays = [*inputs, *outputs]
+    fn(*arrays)
+    if tensors is None:
+        return arrays, flops, f"not checked: {inst}"
+    expected = reference_for(tensors, inputs)
+    for got, exp in zip(outputs, expected):
+        rtol, atol = tolerance(str(got.dtype), exp)
+        if not np.allclose(got, exp, rtol=rtol, atol=atol, equal_nan=True):
+            worst = float(np.max(np.abs(got.astype(np.float64) - exp)))
+            return arrays, flops, f"MISMATCH (max abs error {worst:.3g})"
+    return arrays, flops, "ok"
+
+
+def _logged_flops(fn: LibraryFunction) -> float | None:
+    rec = fn.record
+    if rec.get("gflops") and rec.get("median_s"):
+        return float(rec["gflops"]) * 1e9 * float(rec["median_s"])
+    return None
+
+
+def _manifest_bytes(fn: LibraryFunction) -> int:
+    class _Arg:  # compulsory_bytes reads .shape and .dtype
+        def __init__(self, a: dict[str, Any]):
+            self.shape, self.dtype = tuple(a["shape"]), a["dtype"]
+
+    return compulsory_bytes([_Arg(a) for a in fn.args])
+
+
+def _caller(fn: LibraryFunction, arrays: list[np.ndarray]) -> Any:
+    """A call without per-call argument checks (already done once): they would dominate tiny kernels."""
+    cfunc = getattr(fn, "_cfunc", None)
+    if cfunc is None:
+        return lambda: fn(*arrays)
+    ptrs = [a.ctypes.data for a in arrays]
+    return lambda: cfunc(*ptrs)
+
+
+def format_profile(prof: Profile) -> str:
+    """A text table, largest share first, and the notes."""
+    facts = f"peak {prof.peak_gflops:.4g} GFLOP/s" if prof.peak_gflops > 0 else "peak not measured"
+    facts += (
+        f", bandwidth {prof.bandwidth_gbs:.4g} GB/s" if prof.bandwidth_gbs > 0 else ", bandwidth not measured"
+    )
+    lines = [f"{prof.directory}: {len(prof.kernels)} kernel(s) on {prof.target} ({facts})", ""]
+    header = f"{'kernel':<28} {'median':>10} {'share':>7} {'GFLOP/s':>9} {'of bound':>9}  check"
+    lines.append(header)
+    for k in prof.kernels:
+        gf = "-" if k.gflops is None else f"{k.gflops:.2f}"
+        frac = "-" if k.fraction_of_bound is None else f"{100 * k.fraction_of_bound:.1f}%"
+        share = f"{100 * k.share:.1f}%"
+        lines.append(f"{k.name:<28} {format_seconds(k.median_s):>10} {share:>7} {gf:>9} {frac:>9}  {k.check}")
+    lines.append(f"{'total':<28} {format_seconds(prof.total_s):>10}")
+    lines += [f"note: {n}" for n in prof.notes]
+    return "\n".join(lines)
+
+
+def profile_section(prof: Profile) -> str:
+    """The profile as a report section (for ``--html``)."""
+    from .html import Cell, esc, note, section, table
+
+    rows = []
+    for k in prof.kernels:
+        frac = k.fraction_of_bound
+        rows.append(
+            [
+                Cell(k.name),
+                Cell(k.workload),
+                Cell(format_seconds(k.median_s), k.median_s),
+                Cell(f"{100 * k.share:.1f}%", k.share),
+                Cell("-" if k.gflops is None else f"{k.gflops:.2f}", k.gflops or 0.0),
+                Cell("-" if frac is None else f"{100 * frac:.1f}%", frac or 0.0),
+                Cell(k.check),
+            ]
+        )
+    headers = ["kernel", "workload", "median", "share", "GFLOP/s", "of roofline bound", "check"]
+    total = format_seconds(prof.total_s)
+    head = f"<p>{esc(prof.directory)} on {esc(prof.target)}: {esc(total)} for one run of every kernel.</p>"
+    return section(
+        "Profile",
+        head,
+        table(headers, rows, "profile-table"),
+        *[note(n) for n in prof.notes],
+        css_id="profile",
+    )
