@@ -25,7 +25,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from ..te.expr import IterVar
+from ..te.expr import Binary, Expr, IterVar
 from ..te.tensor import ComputeOp, Tensor, TensorRead, walk
 from .schedule import Schedule, create_schedule
 from .stage import Split, Stage
@@ -67,8 +67,9 @@ def inner_options(extent: int, inner_max: int, multiple: int = 1) -> list[int]:
 
 
 def has_reuse(op: ComputeOp) -> bool:
-    """Some input is read without one of the spatial axes: its values are reused across them."""
-    spatial = {id(a) for a in op.axis}
+    """Some input is read without one of the spatial axes: its values are reused across them (an axis
+    of extent 1 reuses nothing: a whole-tensor sum into shape (1,) is no matmul)."""
+    spatial = {id(a) for a in op.axis if a.extent > 1}
     for n in walk(op.body):
         if isinstance(n, TensorRead):
             used = {id(v) for idx in n.indices for v in walk(idx) if id(v) in spatial}
@@ -82,7 +83,17 @@ def contiguous_reduction(op: ComputeOp) -> bool:
     if not op.reduce_axis:
         return False
     last = op.reduce_axis[-1]
-    return any(isinstance(n, TensorRead) and n.indices[-1] is last for n in walk(op.body))
+    return any(isinstance(n, TensorRead) and _unit_stride(n.indices[-1], last) for n in walk(op.body))
+
+
+def _unit_stride(index: Expr, var: IterVar) -> bool:
+    """``index`` is ``var`` plus terms free of it (``k``, ``ko * 8 + k``): a step of ``var``, one element."""
+    if index is var:
+        return True
+    if isinstance(index, Binary) and index.op == "+":
+        a_has, b_has = (any(n is var for n in walk(x)) for x in (index.a, index.b))
+        return (_unit_stride(index.a, var) and not b_has) or (_unit_stride(index.b, var) and not a_has)
+    return False
 
 
 class SketchPolicy:
@@ -338,11 +349,13 @@ class _Builder:
             found.append((n.tensor, None if d == rank - 1 else (*[x for x in range(rank) if x != d], d)))
         return found
 
-    def plain_reduction(self, st: Stage) -> None:
+    def plain_reduction(self, st: Stage, outer_parallel: bool = True) -> None:
         op = st.op
         assert isinstance(op, ComputeOp)
         red = op.reduce_axis[-1]
-        use_rfactor = contiguous_reduction(op) and red.extent >= 8 and len(op.reduce_axis) == 1
+        if outer_parallel and self.parallel_rfactor(st):
+            return
+        use_rfactor = contiguous_reduction(op) and red.extent >= 8
         if use_rfactor and self.choose(f"{st.name}/rfactor", (True, False)):
             lanes = self.choose(f"{st.name}/rfactor_lanes", [v for v in RFACTOR_LANES if v <= red.extent])
             _, ki = st.split(red, factor=lanes)
@@ -362,6 +375,38 @@ class _Builder:
         else:
             self.spatial_vector(st, list(op.axis), list(op.reduce_axis))
         self.done.add(st.name)
+
+    def parallel_rfactor(self, st: Stage) -> bool:
+        """A reduction with too few outputs to keep the cores busy (a whole-tensor sum): partial results
+        over an outer part of the reduction, computed in parallel (and in vector lanes inside, as any
+        reduction), then combined. Offered while the outputs number fewer than 4 per core."""
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        outputs = _prod([a.extent for a in op.axis])
+        if outputs >= 4 * self.p.cores or _prod([a.extent for a in op.reduce_axis]) < 64 * self.p.cores:
+            return False
+        if not self.choose(f"{st.name}/parallel_rfactor", (True, False)):
+            return False
+        outer = [a for a in op.reduce_axis[:-1] if a.extent >= self.p.cores]
+        if outer:  # several reduce axes: partials over one of the outer ones, the rest reduced inside
+            by_name = {a.name: a for a in outer}
+            axis = by_name[self.choose(f"{st.name}/parallel_rfactor_axis", sorted(by_name))]
+        else:  # one long axis: split it, partials over the outer part
+            red = op.reduce_axis[-1]
+            factors = [f for f in divisors(red.extent) if red.extent // f >= self.p.cores and f >= 8]
+            if not factors:
+                return False
+            factor = self.choose(f"{st.name}/parallel_rfactor_inner", factors)
+            axis, _ = st.split(red, factor=factor)
+        rf = self.s[self.s.rfactor(st.name, axis, factor_axis=0)]
+        self.plain_reduction(rf, outer_parallel=False)  # lanes inside, the partials' loop parallel
+        combined = st.op
+        assert isinstance(combined, ComputeOp)
+        if combined.reduce_axis[-1].extent <= 64:  # few partials: combined as a vector tree
+            st.vectorize(combined.reduce_axis[-1])
+        self.place(st, parallel_axes=list(combined.axis))
+        self.done.add(st.name)
+        return True
 
     def elementwise(self, st: Stage) -> None:
         op = st.op

@@ -56,3 +56,16 @@ def test_softmax_fused_in_one_row_loop() -> None:
         s, d = policy.sample(random.Random(i), fused)
         assert all(d[k] == v for k, v in fused.items())
         assert_matches_numpy(s, args, "llvm-cpu", seed=i)
+
+
+def test_whole_tensor_reductions_match_numpy() -> None:
+    """Parallel partials (and lanes inside them) over one or several reduce axes, combined after."""
+    from tests.unit.test_sketch import _whole_tensor_sums
+
+    for args in _whole_tensor_sums():
+        policy = SketchPolicy([args[-1]], cores=2, lanes=16)
+        rng = random.Random(1)
+        for i in range(6):
+            s, d = policy.sample(rng, {f"{args[-1].name}/parallel_rfactor": True})
+            assert d[f"{args[-1].name}/parallel_rfactor"] is True
+            assert_matches_numpy(s, args, "llvm-cpu", seed=i)

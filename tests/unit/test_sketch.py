@@ -84,3 +84,36 @@ def test_accumulator_tile_fits_the_registers() -> None:
     _, rebuilt = policy.sample(rng, spilling)
     assert vectors(rebuilt) <= 28
     assert rebuilt["conv2d.local/tile/rc"] == d["conv2d.local/tile/rc"]  # reduction tiles are kept
+
+
+def _whole_tensor_sums():
+    from autosched import te
+
+    x = te.placeholder((64, 96), name="x")
+    i, j = te.reduce_axis((0, 64), name="i"), te.reduce_axis((0, 96), name="j")
+    two = te.compute((1,), lambda z: te.sum(x[i, j] * x[i, j], axis=[i, j]), name="ss")
+    y = te.placeholder((4096,), name="y")
+    k = te.reduce_axis((0, 4096), name="k")
+    one = te.compute((1,), lambda z: te.max(y[k], axis=k), name="mx")
+    return [x, two], [y, one]
+
+
+def test_whole_tensor_reduction_gets_parallel_partials() -> None:
+    """Few outputs: the sketch offers partial results over an outer part of the reduction (one of
+    several reduce axes, or the outer part of a split long one), in parallel, combined after."""
+    for args in _whole_tensor_sums():
+        out = args[-1]
+        policy = SketchPolicy([out], cores=2, lanes=16)
+        rng = random.Random(0)
+        seen = set()
+        for _ in range(40):
+            s, d = policy.sample(rng)
+            seen.add(d[f"{out.name}/parallel_rfactor"])
+            if d[f"{out.name}/parallel_rfactor"]:
+                rf = s[f"{out.name}.rf"]
+                assert any(a == "parallel" for a in rf.annotations.values()), rf.annotations
+        assert seen == {True, False}
+    # Enough outputs to share among the cores: not offered.
+    _, soft = make_softmax((64, 128))
+    _, d = SketchPolicy([soft], cores=2).sample(random.Random(0))
+    assert not any(k.endswith("parallel_rfactor") for k in d)
