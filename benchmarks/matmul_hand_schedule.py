@@ -22,6 +22,7 @@ from peak import measure_peak_gflops
 
 import autosched
 from autosched import te
+from autosched.measure import blas
 from autosched.measure.compare import interleaved_medians
 
 
@@ -98,7 +99,9 @@ def main() -> None:
         kernels[label] = fn
     flops = 2 * M * N * K
     peak = measure_peak_gflops()
-    print(f"matmul {M}x{N}x{K} float32; measured FMA peak {peak:.0f} GFLOP/s per core")
+    print(f"matmul {M}x{N}x{K} float32; measured FMA peak {peak:.0f} GFLOP/s per core; {blas.describe()}")
+    if blas.forced_warning():
+        print(f"warning: {blas.forced_warning()}")
     print(f"{'schedule':>14} {'threads':>7} {'autosched':>12} {'numpy':>12} {'ratio':>7} {'of peak':>8}")
     for threads in (1, 2):
         for label, fn in kernels.items():

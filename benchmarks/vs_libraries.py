@@ -28,6 +28,7 @@ from search_efficiency import FULL, QUICK  # the same workloads and sizes (this 
 
 from autosched.build import build
 from autosched.hai.registry import get_adapter
+from autosched.measure import blas
 from autosched.measure.compare import interleaved_medians
 from autosched.records.log import load_records
 from autosched.records.record import fingerprint_of
@@ -155,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
     print(f"vs X = X's time / autosched's time (> 1: autosched is faster); {args.threads} threads each, "
           "timed in alternating blocks in this process")  # fmt: skip
+    print(blas.describe())
+    warning = blas.forced_warning()
+    if warning:
+        print(f"warning: {warning}")
     return 0
 
 
