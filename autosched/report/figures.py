@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from ..errors import AutoschedError
 from .data import Curve
+from .resolve import ChipRoof
 
 SVG_STYLE = {"svg.fonttype": "none", "svg.hashsalt": "autosched"}  # text stays text; stable ids
 
@@ -59,6 +60,10 @@ def tuning_curve_figure(
     for curve in curves:
         xs = curve.trials if x == "trials" else curve.seconds
         ax.step(xs, curve.best_gflops, where="post", marker="." if len(xs) < 30 else None, label=curve.label)
+    if x == "trials":
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trials" if x == "trials" else "wall time (s)")
     ax.set_ylabel("best GFLOP/s")
     ax.set_ylim(bottom=0)
@@ -70,33 +75,31 @@ def tuning_curve_figure(
     return fig
 
 
-def roofline_figure(
-    points: Sequence[RooflinePoint], peak_gflops: float, bandwidth_gbs: float, title: str = ""
-) -> Any:
-    """Log-log roofline: the peak, the bandwidth slope where measured, and each kernel as a point.
+def roofline_figure(points: Sequence[RooflinePoint], roof: ChipRoof, title: str = "") -> Any:
+    """Log-log roofline: the peak, the bandwidth slopes where measured, and each kernel as a point.
 
-    A limit that was not measured (0.0) is not drawn; the figure says so instead.
+    A limit that was not measured is not drawn, and the figure says so; an estimated peak is labelled so.
     """
+    peak, bw = roof.peak_gflops, roof.bandwidth_gbs
     fig = _figure(6.0, 3.6)
     ax = fig.add_subplot()
     ax.set_xscale("log")
     ax.set_yscale("log")
     xs = [p.intensity for p in points] or [1.0]
     lo, hi = min(xs) / 4, max(xs) * 4
-    if bandwidth_gbs > 0:
-        lo = min(lo, peak_gflops / bandwidth_gbs / 4) if peak_gflops > 0 else lo
-        hi = max(hi, peak_gflops / bandwidth_gbs * 4) if peak_gflops > 0 else hi
+    if bw > 0 and peak > 0:
+        lo, hi = min(lo, peak / bw / 4), max(hi, peak / bw * 4)
     grid = [lo * (hi / lo) ** (i / 64) for i in range(65)]
     missing = []
-    if bandwidth_gbs > 0:
-        roof = [
-            min(peak_gflops, ai * bandwidth_gbs) if peak_gflops > 0 else ai * bandwidth_gbs for ai in grid
-        ]
-        ax.plot(grid, roof, color="black", lw=1.2, label=f"bandwidth {bandwidth_gbs:.3g} GB/s")
-    else:
+    for slope, style, name in ((bw, "-", "DRAM"), (roof.l2_bandwidth_gbs, ":", "L2")):
+        if slope > 0:
+            line = [min(peak, ai * slope) if peak > 0 else ai * slope for ai in grid]
+            ax.plot(grid, line, color="black", ls=style, lw=1.2, label=f"{name} bandwidth {slope:.3g} GB/s")
+    if bw <= 0:
         missing.append("bandwidth not measured")
-    if peak_gflops > 0:
-        ax.axhline(peak_gflops, color="gray", ls="--", lw=1, label=f"peak {peak_gflops:.4g} GFLOP/s")
+    if peak > 0:
+        how = "measured" if roof.measured else "estimated, not measured"
+        ax.axhline(peak, color="gray", ls="--", lw=1, label=f"peak {peak:.4g} GFLOP/s ({how})")
     else:
         missing.append("peak not measured")
     for p in points:
@@ -106,13 +109,16 @@ def roofline_figure(
         ax.text(0.02, 0.96, "; ".join(missing), transform=ax.transAxes, va="top", fontsize=8, color="darkred")
     if not points:
         ax.text(0.5, 0.5, "no kernel could be placed", transform=ax.transAxes, ha="center", color="darkred")
+    ys = [p.gflops for p in points] + ([peak] if peak > 0 else [])
+    if ys:
+        ax.set_ylim(min(ys) / 2, max(ys) * 2)
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP / byte moved, compulsory)")
     ax.set_ylabel("GFLOP/s")
     ax.grid(alpha=0.3, which="both")
     if title:
         ax.set_title(title)
-    if bandwidth_gbs > 0 or peak_gflops > 0:
+    if bw > 0 or peak > 0:
         ax.legend(fontsize=7, loc="lower right")
     return fig
 

@@ -25,7 +25,7 @@ from .code import code_view
 from .data import ReportData, TaskStats, read_logs, summarize
 from .figures import ReportDependencyError, RooflinePoint, roofline_figure, svg_of, tuning_curve_figure
 from .html import Cell, esc, folded, note, page, section, table
-from .resolve import compulsory_bytes, load_workloads, resolve_workload
+from .resolve import chip_roof, compulsory_bytes, load_workloads, resolve_workload
 
 
 @dataclass(frozen=True)
@@ -140,16 +140,26 @@ def _svg(make: object, figure_notes: list[str]) -> str:
 
 
 def _curves_section(data: ReportData, figure_notes: list[str]) -> str:
-    parts = []
+    parts, flat = [], []
     labels = {t.key: t.label for t in data.tasks}
     for key, curves in data.curves.items():
         title = labels.get(key, key[:12])
+        if all(len(c.trials) < 2 for c in curves):
+            flat.append(title)  # one success per line: no history to draw (e.g. a --keep best log)
+            continue
         figs = [
-            _svg(lambda c=curves, x=x, t=title: tuning_curve_figure(c, x=x, title=t), figure_notes)
+            _svg(lambda c=curves, x=x: tuning_curve_figure(c, x=x), figure_notes)
             for x in ("trials", "seconds")
         ]
         parts.append(f'<h3>{esc(title)}</h3><div class="figures tuning-curve">{"".join(figs)}</div>')
-    if not parts:
+    if flat:
+        parts.append(
+            note(
+                f"no curve for {len(flat)} workload(s) with a single successful record per log and chip "
+                f"(a log merged with --keep best holds no tuning history): {'; '.join(flat)}"
+            )
+        )
+    if not data.curves:
         parts.append(note("no tuning curve: no workload has a successful measurement"))
     return section("Tuning curves", *parts, css_id="curves")
 
@@ -159,7 +169,7 @@ def _roofline_section(
 ) -> str:
     parts = []
     for fp, chip in data.chips.items():
-        peak, bw = float(chip.get("peak_gflops") or 0.0), float(chip.get("bandwidth_gbs") or 0.0)
+        roof = chip_roof(chip)
         points, unplaced = [], []
         for t in data.tasks:
             if t.fingerprint != fp or t.best is None:
@@ -168,11 +178,10 @@ def _roofline_section(
             if isinstance(inst, str):
                 unplaced.append(f"{t.label}: {inst}")
                 continue
-            points.append(RooflinePoint(t.name, t.flops / compulsory_bytes(inst.tensors), t.best_gflops))
-        facts = f"peak {peak:.4g} GFLOP/s" if peak > 0 else "peak not measured"
-        facts += f", bandwidth {bw:.4g} GB/s" if bw > 0 else ", bandwidth not measured"
+            points.append(RooflinePoint(_short(t), t.flops / compulsory_bytes(inst.tensors), t.best_gflops))
+        facts = roof.describe()
         title = f"{chip.get('name', fp)} [{fp}]"
-        fig = _svg(lambda p=points, t=title, a=peak, b=bw: roofline_figure(p, a, b, title=t), figure_notes)
+        fig = _svg(lambda p=points, r=roof: roofline_figure(p, r), figure_notes)
         parts.append(
             f'<h3>{esc(title)}</h3><p class="muted">{esc(facts)} (chip facts as recorded in the log)</p>'
         )
@@ -181,6 +190,12 @@ def _roofline_section(
     if not parts:
         parts.append(note("no roofline: no chip has a successful measurement"))
     return section("Roofline per chip", *parts, css_id="roofline")
+
+
+def _short(t: TaskStats) -> str:
+    """A point's label: the name and the shape-like arguments, e.g. ``ops_matmul 64x64x64``."""
+    dims = [str(v) for v in t.args.values() if isinstance(v, (int, tuple)) and not isinstance(v, bool)]
+    return f"{t.name} {'x'.join(dims)}" if dims else t.name
 
 
 def _cross_chip_section(tasks: Sequence[TaskStats]) -> str:

@@ -28,7 +28,7 @@ from ..runtime.load import LibraryFunction, load
 from ..te.reference import random_inputs, reference_for
 from ..te.tensor import Tensor
 from ..testing import tolerance
-from .resolve import compulsory_bytes, load_workloads, resolve_workload, roofline_bound
+from .resolve import ChipRoof, chip_roof, compulsory_bytes, load_workloads, resolve_workload
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,7 @@ class KernelProfile:
 class Profile:
     directory: str
     target: str
-    peak_gflops: float
-    bandwidth_gbs: float
+    roof: ChipRoof
     kernels: tuple[KernelProfile, ...]  # by share, largest first
     notes: tuple[str, ...]
     log: str | None  # the tuning log the library was built from, as the manifest names it
@@ -79,8 +78,8 @@ def profile_directory(
     notes = load_workloads(op_files)
     lib = load(directory)
     chip = dict(lib.manifest["target"].get("chip") or {})
-    peak, bw = float(chip.get("peak_gflops") or 0.0), float(chip.get("bandwidth_gbs") or 0.0)
-    if bw <= 0:
+    roof = chip_roof(chip)
+    if roof.bandwidth_gbs <= 0:
         notes.append("bandwidth not measured for this chip: the bound is the peak alone")
     prepared = []
     for fn in lib.functions.values():
@@ -99,7 +98,7 @@ def profile_directory(
         gflops = flops / median / 1e9 if flops and median > 0 else None
         bound = None
         if flops:
-            bound = roofline_bound(flops / _manifest_bytes(fn), peak, bw) or None
+            bound = roof.bound(flops / _manifest_bytes(fn)) or None
         rows.append(
             KernelProfile(fn.name, fn.entry["workload"], median, median / total, flops, gflops, bound, check)
         )
@@ -109,8 +108,7 @@ def profile_directory(
     return Profile(
         str(directory),
         str(lib.manifest["target"].get("name")),
-        peak,
-        bw,
+        roof,
         tuple(rows),
         tuple(notes),
         lib.manifest.get("log"),
@@ -176,10 +174,7 @@ def _caller(fn: LibraryFunction, arrays: list[np.ndarray]) -> Any:
 
 def format_profile(prof: Profile) -> str:
     """A text table, largest share first, and the notes."""
-    facts = f"peak {prof.peak_gflops:.4g} GFLOP/s" if prof.peak_gflops > 0 else "peak not measured"
-    facts += (
-        f", bandwidth {prof.bandwidth_gbs:.4g} GB/s" if prof.bandwidth_gbs > 0 else ", bandwidth not measured"
-    )
+    facts = prof.roof.describe()
     lines = [f"{prof.directory}: {len(prof.kernels)} kernel(s) on {prof.target} ({facts})", ""]
     header = f"{'kernel':<28} {'median':>10} {'share':>7} {'GFLOP/s':>9} {'of bound':>9}  check"
     lines.append(header)

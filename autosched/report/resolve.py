@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,10 +62,52 @@ def compulsory_bytes(tensors: Sequence[Any]) -> int:
     return sum(math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in tensors)
 
 
-def roofline_bound(intensity: float, peak_gflops: float, bandwidth_gbs: float) -> float:
-    """The attainable GFLOP/s at ``intensity`` FLOP/byte: min(peak, intensity x bandwidth).
+@dataclass(frozen=True)
+class ChipRoof:
+    """The limits of a chip as its records state them; 0.0 for a limit that was not measured.
 
-    A fact that was not measured (0.0) leaves only the other limit; neither gives 0.0 (no bound).
+    ``measured`` is False where the peak is the adapter's estimate (clock x lanes x FMA units): logs
+    written before chip facts were measured (``chip["extra"]["facts"]`` absent or ``"estimated"``).
     """
-    limits = [x for x in (peak_gflops, intensity * bandwidth_gbs if bandwidth_gbs > 0 else 0.0) if x > 0]
-    return min(limits) if limits else 0.0
+
+    peak_gflops: float
+    bandwidth_gbs: float
+    l2_bandwidth_gbs: float = 0.0
+    measured: bool = False
+
+    def bound(self, intensity: float) -> float:
+        """The attainable GFLOP/s at ``intensity`` FLOP/byte: min(peak, intensity x DRAM bandwidth).
+
+        A limit that is not known leaves only the other; neither gives 0.0 (no bound).
+        """
+        slope = intensity * self.bandwidth_gbs if self.bandwidth_gbs > 0 else 0.0
+        limits = [x for x in (self.peak_gflops, slope) if x > 0]
+        return min(limits) if limits else 0.0
+
+    def describe(self) -> str:
+        """E.g. ``"peak 533 GFLOP/s (measured), bandwidth 38.2 GB/s"``."""
+        how = "measured" if self.measured else "estimated from the clock, not measured"
+        text = f"peak {self.peak_gflops:.4g} GFLOP/s ({how})" if self.peak_gflops > 0 else "peak not measured"
+        text += (
+            f", bandwidth {self.bandwidth_gbs:.4g} GB/s"
+            if self.bandwidth_gbs > 0
+            else ", bandwidth not measured"
+        )
+        if self.l2_bandwidth_gbs > 0:
+            text += f", L2 bandwidth {self.l2_bandwidth_gbs:.4g} GB/s"
+        return text
+
+
+def chip_roof(chip: dict[str, Any]) -> ChipRoof:
+    """The :class:`ChipRoof` of a record's or manifest's chip facts (``ChipInfo.to_json()``)."""
+    extra = chip.get("extra") if isinstance(chip.get("extra"), dict) else {}
+
+    def number(value: Any) -> float:
+        return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0
+
+    return ChipRoof(
+        number(chip.get("peak_gflops")),
+        number(chip.get("bandwidth_gbs")),
+        number(extra.get("l2_bandwidth_gbs")),
+        extra.get("facts") == "measured",
+    )
