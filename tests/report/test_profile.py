@@ -1,0 +1,61 @@
+"""autosched profile: a built library's kernels checked against numpy, timed, sorted by share."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from autosched.ops import workloads as ops_workloads
+from autosched.report.profile import format_profile, profile_directory, profile_section
+from autosched.runtime.export import export_library
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory, two_chip_logs):
+    out = tmp_path_factory.mktemp("lib")
+    mm = ops_workloads.ops_matmul.workload
+    instances = [mm.instantiate(M=16, N=16, K=16), mm.instantiate(M=64, N=64, K=64)]
+    # 16^3 from the fake-tuned log, 64^3 with the default schedule
+    export_library(instances, out, log=two_chip_logs[0], name="mm", allow_default=True)
+    return out
+
+
+def test_profile_checks_times_and_sorts_by_share(library):
+    prof = profile_directory(library, repeat=3, pause_s=0.0, warmup_s=0.0)
+    assert len(prof.kernels) == 2
+    assert all(k.check == "ok" for k in prof.kernels)  # both outputs match the numpy reference
+    shares = [k.share for k in prof.kernels]
+    assert shares == sorted(shares, reverse=True) and sum(shares) == pytest.approx(1.0)
+    flops = {k.name: k.flops for k in prof.kernels}
+    assert flops == {"ops_matmul": 2 * 16**3, "ops_matmul_1": 2 * 64**3}
+    for k in prof.kernels:
+        assert k.gflops == pytest.approx(k.flops / k.median_s / 1e9)
+        assert k.bound_gflops == prof.roof.peak_gflops  # bandwidth not measured in tests: peak alone
+        assert k.fraction_of_bound == pytest.approx(k.gflops / k.bound_gflops)
+    assert any("bandwidth not measured" in n for n in prof.notes)
+    text = format_profile(prof)
+    assert "ops_matmul_1" in text and "share" in text and "of bound" in text
+    assert 'id="profile-table"' in profile_section(prof)
+
+
+def test_profile_cli_writes_the_report_with_the_profile(library, tmp_path):
+    page = tmp_path / "p.html"
+    cmd = ["profile", str(library), "--repeat", "2", "--html", str(page)]
+    r = subprocess.run(
+        [sys.executable, "-m", "autosched.cli", *cmd], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert "ops_matmul" in r.stdout and "%" in r.stdout
+    html = page.read_text()
+    assert 'id="profile-table"' in html and 'id="stats"' in html  # with the report of the library's log
+
+
+def test_profile_of_a_directory_that_is_no_library(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "autosched.cli", "profile", str(tmp_path)], capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert "autosched build" in r.stderr  # the loader's message says what the directory should be
