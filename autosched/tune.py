@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from .errors import AutoschedError
 from .hai.chip_facts import measured_info
 from .hai.registry import get_adapter
 from .measure.result import FAILED_COST, MeasureResult
 from .measure.task import MeasureTask
-from .records.log import append_records, load_records, trace_key
+from .records.log import append_records, ensure_appendable, load_records, trace_key
 from .records.record import TuningRecord, fingerprint_of, make_record
 from .search.strategy import Candidate, SearchStrategy
 from .search_space.sketch import SketchPolicy
@@ -55,6 +56,10 @@ class TaskState:
         return self.inst.flop_count() / self.best_cost / 1e9 if self.best_cost < float("inf") else 0.0
 
 
+class OptionError(AutoschedError):
+    """A tuning option out of its range; the message names the option and what it takes."""
+
+
 @dataclass
 class TuneOptions:
     trials: int = 200  # per workload; with resume, records already in the log count
@@ -70,6 +75,18 @@ class TuneOptions:
     # --- logs across chips (issue 6) ---
     transfer_from: tuple[str, ...] = ()  # logs whose other-chip records train the model and seed the search
     transfer_top: int = 16  # the best foreign schedules, re-measured on this target first
+
+    def __post_init__(self) -> None:
+        """Refuse values that would make a run do nothing or loop forever, naming the CLI option."""
+        lowest = {"--trials": 1, "--batch-size": 1, "repeat": 1, "--threads": 1, "--transfer-top": 0}
+        values = (self.trials, self.batch_size, self.repeat, self.num_threads, self.transfer_top)
+        for (option, low), value in zip(lowest.items(), values):
+            if value is None and option == "--threads":
+                continue  # all cores
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise OptionError(f"{option} must be a whole number >= {low}, got {value!r}")
+        if not (isinstance(self.timeout_s, (int, float)) and 0 < self.timeout_s < float("inf")):
+            raise OptionError(f"--timeout must be a number of seconds > 0, got {self.timeout_s!r}")
 
 
 Reporter = Callable[[str, TaskState], None]  # event ("start" | "batch" | "done"), task
@@ -121,11 +138,12 @@ class Tuner:
         reporter: Reporter | None = None,
     ):
         self.options = options or TuneOptions()
+        self.log_path = Path(log_path)
+        ensure_appendable(self.log_path)  # an unwritable log is found now, not after the first batch
         self.target = parse_target(target)
         self.adapter = get_adapter(self.target)
         self.chip = measured_info(self.adapter)  # measured peak and bandwidth, cached: in every record
         self.fingerprint = fingerprint_of(self.target, self.chip)
-        self.log_path = Path(log_path)
         self.reporter = reporter or (lambda event, task: None)
         self._own_measurer = measurer is None
         self.measurer = measurer or self._local_measurer()
@@ -139,7 +157,8 @@ class Tuner:
         if self.target.kind in ("opencl", "cuda"):
             from .measure.device_measurer import DeviceMeasurer
 
-            return DeviceMeasurer(str(self.target), repeat=self.options.repeat)
+            o = self.options
+            return DeviceMeasurer(str(self.target), repeat=o.repeat, timeout_s=o.timeout_s)
         # --- end GPU-style targets ---
         from .measure.builder import LocalBuilder
         from .measure.measure import LocalMeasurer
@@ -151,7 +170,6 @@ class Tuner:
         return LocalMeasurer(builder, runner)
 
     def _task(self, inst: WorkloadInstance, cores: int, lanes: int) -> TaskState:
-        mt = MeasureTask.create(inst.name, inst.tensors, str(self.target), flops=inst.flop_count())
         policy: Any = SketchPolicy(list(inst.outputs), cores=cores, lanes=lanes)
         # --- GPU-style targets (issue 6): blocks, threads and shared memory instead of cores and lanes ---
         if self.target.kind in ("opencl", "cuda"):
@@ -161,14 +179,21 @@ class Tuner:
             policy = GPUSketchPolicy(list(inst.outputs), self.chip.max_threads_per_block, shared)
         # --- end GPU-style targets ---
         strategy = make_strategy(self.options.strategy, policy, self.options.seed, self.target, self.model)
-        return TaskState(inst, mt, strategy)
+        task = TaskState(inst, None, strategy)  # type: ignore[arg-type]  # its MeasureTask comes next
+        # A large workload's reference takes seconds: the reporter says so before it starts (issue 19).
+        task.measure_task = MeasureTask.create(
+            inst.name, inst.tensors, str(self.target), flops=inst.flop_count(),
+            numpy_fn=getattr(_workload_of(inst), "baseline", None),
+            on_reference=lambda _text: self.reporter("reference", task),
+        )  # fmt: skip
+        return task
 
     # Log ------------------------------------------------------------------------------------------
     def load_previous(self, task: TaskState) -> list[str]:
         """Fold in the records of this workload and chip already in the log; returns problems."""
         if not self.log_path.exists():
             return self.load_transfer(task) if self.options.transfer_from else []  # issue 6
-        res = load_records(self.log_path, target_fingerprint=self.fingerprint, workload_key=task.inst.key)
+        res = load_records(self.log_path, target_fingerprint=self.fingerprint, workload=task.inst)
         traces, costs = [], []
         for rec in res.records:
             task.measured.add(trace_key(rec.trace))

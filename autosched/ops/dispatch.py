@@ -120,7 +120,7 @@ def _prepare(op: str, workload: str, args: dict[str, Any], platform: str, logs: 
     target_str = resolve_platform(platform)
     target, adapter, fingerprint, cores = _chip(target_str)
     paths = log_paths(logs)
-    rec = best_record(paths, inst.key, fingerprint)
+    rec = best_record(paths, inst, fingerprint)  # validated against inst (issue 19)
     trace = None if rec is None else rec.trace
     if trace is not None:
         try:

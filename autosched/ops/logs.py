@@ -6,7 +6,7 @@ Parsed logs are cached by (path, size, mtime), so a log that grows while a progr
 Example::
 
     paths = log_paths(logs=["my_tuning.jsonl"])     # + $AUTOSCHED_LOGS + tuning_logs/*.jsonl
-    rec = best_record(paths, inst.key, "llvm-cpu:znver4:1a2b3c4d")
+    rec = best_record(paths, inst, "llvm-cpu:znver4:1a2b3c4d")
 """
 
 from __future__ import annotations
@@ -80,11 +80,21 @@ def _best_of(path: Path) -> dict[tuple[str, str], Any]:
     return best
 
 
-def best_record(paths: Sequence[Path], workload_key: str, fingerprint: str) -> Any:
-    """The fastest record for this workload and chip among ``paths``, or None."""
+def best_record(paths: Sequence[Path], inst: Any, fingerprint: str) -> Any:
+    """The fastest record for this workload instance and chip among ``paths`` that fits it, or None."""
+    from ..records.log import best_valid_record
+    from ..records.record import RecordError
+    from ..records.validate import validate_record
+
     best = None
     for p in paths:
-        rec = _best_of(p).get((workload_key, fingerprint))
+        rec = _best_of(p).get((inst.key, fingerprint))
         if rec is not None and (best is None or rec.mean_cost < best.mean_cost):
             best = rec
-    return best
+    if best is None:
+        return None
+    try:
+        validate_record(best, inst)  # a log is untrusted: a crafted record must never be compiled
+        return best
+    except RecordError:  # the fastest does not fit the workload: the fastest that does
+        return best_valid_record(paths, inst, fingerprint)[0]

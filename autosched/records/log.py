@@ -13,13 +13,27 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from ..errors import AutoschedError
 from ..search_space.trace import Trace, trace_to_json
 from .record import RecordError, TuningRecord
+from .validate import validate_record
+
+if TYPE_CHECKING:
+    from ..te.workload import WorkloadInstance
+
+
+class LogError(AutoschedError):
+    """A tuning log that cannot be read or written; the message names the path and what to do."""
+
+
+class LogNotFoundError(LogError, FileNotFoundError):
+    """A tuning log that does not exist (still a FileNotFoundError for callers that catch that)."""
 
 
 @dataclass(frozen=True)
@@ -44,15 +58,43 @@ class LoadResult:
     other_workloads: int = 0
 
 
+@dataclass(frozen=True)
+class LogLine:
+    """One non-blank line of a log: its bytes as written, and the record or the problem it holds."""
+
+    line_no: int
+    raw: bytes
+    record: TuningRecord | None
+    problem: LogProblem | None
+
+
 @dataclass
 class MergeStats:
-    """What :func:`merge_logs` did; ``problems`` are the input lines it skipped."""
+    """What :func:`merge_logs` did; ``problems`` are the input lines it could not parse (kept verbatim)."""
 
     read: int = 0
     written: int = 0
     duplicates: int = 0  # same workload, chip and trace: only the best of each is kept
     dropped: int = 0  # records not the best of their workload and chip (keep="best")
     problems: list[LogProblem] = field(default_factory=list)
+    kept_unparsed: int = 0  # unreadable lines copied verbatim (identical ones once)
+
+    def describe(self, out_path: str | Path) -> str:
+        """A few lines for people: what was read, written, merged and kept; the first problems."""
+        lines = [f"merged {self.read} record(s) into {out_path}: {self.written} written"]
+        if self.duplicates:
+            lines[0] += f", {self.duplicates} duplicate(s) folded into the best of each"
+        if self.dropped:
+            lines[0] += f", {self.dropped} slower record(s) dropped (--keep best)"
+        if self.problems:
+            lines.append(
+                f"{len(self.problems)} line(s) could not be parsed; {self.kept_unparsed} kept verbatim at "
+                "the end of the output (identical ones once), so nothing is lost:"
+            )
+            lines += [f"  {p}" for p in self.problems[:5]]
+            if len(self.problems) > 5:
+                lines.append(f"  ... and {len(self.problems) - 5} more")
+        return "\n".join(lines)
 
 
 def append_records(path: str | Path, records: Iterable[TuningRecord]) -> int:
@@ -81,44 +123,127 @@ def _ends_with_newline(path: Path) -> bool:
         return f.read(1) == b"\n"
 
 
-def read_log(path: str | Path) -> tuple[list[TuningRecord], list[LogProblem]]:
-    """Every record of a log, unfiltered, and the lines that could not be read. Blank lines are ignored."""
+def ensure_appendable(path: str | Path) -> None:
+    """Create the log's folder and open the log for append once, so that a log that cannot be written
+    is found before anything is measured into it. Raises :class:`LogError` naming the path."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"tuning log {path} not found (nothing has been tuned into it yet?)")
-    records: list[TuningRecord] = []
-    problems: list[LogProblem] = []
-    for line_no, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "it is a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab"):
+            pass
+    except OSError as e:
+        raise LogError(
+            f"cannot write tuning log {path}: {_reason(e)}; pass --log with a writable file path"
+        ) from None
+
+
+def _reason(e: OSError) -> str:
+    return e.strerror or str(e)
+
+
+def _read_bytes(path: Path) -> bytes:
+    if path.is_dir():
+        raise LogError(f"tuning log {path} is a directory; give the path of a .jsonl file")
+    if not path.exists():
+        raise LogNotFoundError(f"tuning log {path} not found (nothing has been tuned into it yet?)")
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise LogError(
+            f"cannot read tuning log {path}: {_reason(e)}; check that it is a readable file"
+        ) from None
+
+
+def scan_log(path: str | Path) -> list[LogLine]:
+    """Every non-blank line of a log, parsed where it can be; line numbers count from 1."""
+    path = Path(path)
+    out: list[LogLine] = []
+    for line_no, raw in enumerate(_read_bytes(path).split(b"\n"), start=1):
         if not raw.strip():
             continue
         try:
-            records.append(TuningRecord.from_json_line(raw.decode("utf-8")))
+            out.append(LogLine(line_no, raw, TuningRecord.from_json_line(raw.decode("utf-8")), None))
         except UnicodeDecodeError as e:
-            problems.append(LogProblem(str(path), line_no, f"not UTF-8 text ({e.reason} at byte {e.start})"))
+            reason = f"not UTF-8 text ({e.reason} at byte {e.start})"
+            out.append(LogLine(line_no, raw, None, LogProblem(str(path), line_no, reason)))
         except RecordError as e:
-            problems.append(LogProblem(str(path), line_no, str(e)))
-    return records, problems
+            out.append(LogLine(line_no, raw, None, LogProblem(str(path), line_no, str(e))))
+        except RecursionError:  # JSON nested thousands deep
+            reason = "JSON nested too deeply to be a tuning record"
+            out.append(LogLine(line_no, raw, None, LogProblem(str(path), line_no, reason)))
+    return out
+
+
+def read_log(path: str | Path) -> tuple[list[TuningRecord], list[LogProblem]]:
+    """Every record of a log, unfiltered, and the lines that could not be read. Blank lines are ignored."""
+    lines = scan_log(path)
+    return [x.record for x in lines if x.record], [x.problem for x in lines if x.problem]
 
 
 def load_records(
-    path: str | Path, *, target_fingerprint: str | None = None, workload_key: str | None = None
+    path: str | Path,
+    *,
+    target_fingerprint: str | None = None,
+    workload_key: str | None = None,
+    workload: WorkloadInstance | None = None,
 ) -> LoadResult:
     """Read a log, keeping records for ``workload_key`` and ``target_fingerprint`` (``None``: any).
 
-    Records for other chips are counted in ``foreign``, never silently used. Example:
-    ``load_records(p, target_fingerprint="llvm-cpu:znver4:1a2b3c4d").records``.
+    Records for other chips are counted in ``foreign``, never silently used. With ``workload`` (an
+    instance; its key is the filter) every kept record is first checked by
+    :func:`~autosched.records.validate.validate_record`: one that does not fit is a problem naming
+    its line, not a record, so nothing a log says reaches the compiler unchecked. Example:
+    ``load_records(p, target_fingerprint="llvm-cpu:znver4:1a2b3c4d", workload=inst).records``.
     """
-    records, problems = read_log(path)
-    result = LoadResult(problems=problems)
-    for rec in records:
+    if workload is not None:
+        workload_key = workload.key
+    result = LoadResult()
+    verdicts: dict[str, str | None] = {}  # trace key -> why it does not fit (None: it fits)
+    for line in scan_log(path):
+        rec = line.record
+        if rec is None:
+            assert line.problem is not None
+            result.problems.append(line.problem)
         # Workload first, so `foreign` counts only records that would have been useful on this chip.
-        if workload_key is not None and rec.workload_key != workload_key:
+        elif workload_key is not None and rec.workload_key != workload_key:
             result.other_workloads += 1
         elif target_fingerprint is not None and rec.fingerprint != target_fingerprint:
             result.foreign += 1
+        elif workload is not None and (why := _misfit(rec, workload, verdicts)) is not None:
+            result.problems.append(LogProblem(str(path), line.line_no, why))
         else:
             result.records.append(rec)
     return result
+
+
+def _misfit(rec: TuningRecord, inst: WorkloadInstance, verdicts: dict[str, str | None]) -> str | None:
+    """Why ``rec`` may not be used for ``inst``, or None; traces are checked once per load."""
+    k = json.dumps([trace_key(rec.trace), rec.workload_name, rec.workload_args], sort_keys=True, default=str)
+    if k not in verdicts:
+        try:
+            validate_record(rec, inst)
+            verdicts[k] = None
+        except RecordError as e:
+            verdicts[k] = f"record rejected, not used: {e}"
+    return verdicts[k]
+
+
+def best_valid_record(
+    paths: Sequence[str | Path], inst: WorkloadInstance, fingerprint: str
+) -> tuple[TuningRecord | None, list[LogProblem]]:
+    """The fastest ok record of ``inst`` on ``fingerprint`` in ``paths`` that passes validation, and the
+    problems met (unreadable lines, rejected records). What ``build``, the op library and the end of
+    ``tune`` compile. Example: ``rec, problems = best_valid_record([log], inst, fingerprint)``."""
+    candidates: list[tuple[float, int, TuningRecord]] = []
+    problems: list[LogProblem] = []
+    for path in paths:
+        res = load_records(path, target_fingerprint=fingerprint, workload=inst)
+        problems += res.problems
+        candidates += [(r.mean_cost, len(candidates) + i, r) for i, r in enumerate(res.records) if r.ok]
+    best = min(candidates, default=None, key=lambda c: c[:2])
+    return (None if best is None else best[2]), problems
 
 
 def trace_key(trace: Trace) -> str:
@@ -158,19 +283,31 @@ def merge_logs(
 ) -> MergeStats:
     """Merge logs into ``out_path``, one record per (workload, chip, trace), the best of duplicates.
 
-    ``keep="best"`` keeps only the fastest record per workload and chip. All inputs are read before the
-    output is replaced atomically, so ``out_path`` may be one of ``paths``. Example:
-    ``merge_logs(["a.jsonl", "b.jsonl"], "all.jsonl")``.
+    ``keep="best"`` keeps only the fastest record per workload and chip. Lines that do not parse
+    (corrupt, or written by a newer autosched) are copied verbatim after the records, so merging never
+    loses a line. All inputs are read before the output is replaced atomically (a temporary file and
+    ``os.replace``), so ``out_path`` may be one of ``paths``. Example:
+    ``print(merge_logs(["a.jsonl", "b.jsonl"], "all.jsonl").describe("all.jsonl"))``.
     """
     if keep not in ("all", "best"):
         raise ValueError(f"merge_logs: keep must be 'all' or 'best', got {keep!r}")
+    out = Path(out_path)
+    if out.is_dir():
+        raise LogError(
+            f"merge: the output {out} is a directory; give a file path, e.g. {out / 'merged.jsonl'}"
+        )
     stats = MergeStats()
     unique: dict[tuple[str, str, str], TuningRecord] = {}  # insertion order: first appearance
+    unparsed: dict[bytes, None] = {}  # verbatim, first appearance first
     for path in paths:
-        records, problems = read_log(path)
-        stats.read += len(records)
-        stats.problems.extend(problems)
-        for rec in records:
+        for line in scan_log(path):
+            if line.record is None:
+                assert line.problem is not None
+                stats.problems.append(line.problem)
+                unparsed.setdefault(line.raw, None)
+                continue
+            rec = line.record
+            stats.read += 1
             k = (rec.workload_key, rec.fingerprint, trace_key(rec.trace))
             if k in unique:
                 stats.duplicates += 1
@@ -183,13 +320,28 @@ def merge_logs(
         winners = {id(r) for r in best_records(kept).values()}
         stats.dropped = len(kept) - len(winners)
         kept = [r for r in kept if id(r) in winners]
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(r.to_json_line() + "\n" for r in kept)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, out)
+    body = "".join(r.to_json_line() + "\n" for r in kept).encode("utf-8")
+    _write_atomically(out, body + b"".join(raw + b"\n" for raw in unparsed))
     stats.written = len(kept)
+    stats.kept_unparsed = len(unparsed)
     return stats
+
+
+def _write_atomically(out: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``out``, fsync it, then rename it over ``out``."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as e:
+        raise LogError(f"cannot write {out}: {_reason(e)}; choose an output in a writable folder") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except OSError as e:
+        raise LogError(f"cannot write {out}: {_reason(e)}; the inputs are unchanged") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -102,7 +102,7 @@ def choose_schedules(
     allow_default: bool = False,
 ) -> list[ExportedFunction]:
     """The trace for each instance: the log's best for this chip, or (``allow_default``) the default."""
-    from ..records.log import best_records, read_log
+    from ..records.log import best_valid_record, read_log
     from ..search_space.default import default_schedule
 
     records: list[Any] = []
@@ -114,11 +114,11 @@ def choose_schedules(
             records, _problems = read_log(log)
     elif not allow_default:
         raise ExportError("no tuning log given: pass --log LOG, or --allow-default for default schedules")
-    best = best_records(records)
     names = _unique([c_identifier(inst.name) for inst in instances])
     chosen = []
     for name, inst in zip(names, instances):
-        rec = best.get((inst.key, fingerprint))
+        # validated: a record that does not fit the workload is never compiled (issue 19)
+        rec = best_valid_record([log], inst, fingerprint)[0] if records else None
         if rec is not None:
             chosen.append(ExportedFunction(name, inst, rec.trace, rec))
             continue

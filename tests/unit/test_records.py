@@ -11,12 +11,17 @@ from autosched.hai.base import ChipInfo
 from autosched.records import log as log_module
 from autosched.records import record as record_module
 from autosched.records import show as show_module
+from autosched.records import validate as validate_module
 from autosched.records.log import (
+    LogError,
     append_records,
     best_records,
+    best_valid_record,
+    ensure_appendable,
     load_records,
     measured_traces,
     merge_logs,
+    read_log,
     trace_key,
 )
 from autosched.records.record import (
@@ -30,6 +35,7 @@ from autosched.records.record import (
     make_record,
 )
 from autosched.records.show import format_seconds, show_best, show_log
+from autosched.records.validate import validate_record
 from autosched.search_space.trace import Step
 from autosched.target import parse_target
 from autosched.te.workload import workload
@@ -364,3 +370,172 @@ def test_format_seconds():
         "12.7 us",
         "3 ns",
     ]
+
+
+# --- hardening (issue 19): merge keeps every line, records validated before use ----------------------
+
+
+def test_merge_in_place_keeps_unreadable_lines_verbatim(tmp_path):
+    log = tmp_path / "l.jsonl"
+    newer = _line(version=LOG_VERSION + 1)
+    append_records(log, [rec(trace=TRACE_A), rec(trace=TRACE_A, costs=(5e-4,))])
+    with log.open("ab") as f:
+        f.write(newer.encode() + b"\n{corrupt\n\xff\xfe not utf-8\n")
+    stats = merge_logs([log], log)
+    assert (stats.read, stats.written, stats.duplicates, stats.kept_unparsed) == (2, 1, 1, 3)
+    lines = log.read_bytes().split(b"\n")
+    assert lines[1:] == [newer.encode(), b"{corrupt", b"\xff\xfe not utf-8", b""]
+    text = stats.describe(log)
+    assert text.startswith(f"merged 2 record(s) into {log}: 1 written, 1 duplicate(s)")
+    assert "3 line(s) could not be parsed; 3 kept verbatim" in text and "newer autosched" in text
+    again = merge_logs([log], log)  # merging again neither loses nor multiplies them
+    assert again.kept_unparsed == 3 and log.read_bytes().split(b"\n")[1:] == lines[1:]
+    assert [p.name for p in tmp_path.iterdir()] == ["l.jsonl"]  # no temporary file left behind
+
+
+def test_merge_output_directory_and_unreadable_inputs_are_clear_errors(tmp_path):
+    log = tmp_path / "l.jsonl"
+    append_records(log, [rec()])
+    before = log.read_bytes()
+    with pytest.raises(LogError, match=r"output .* is a directory; give a file path"):
+        merge_logs([log], tmp_path)
+    with pytest.raises(LogError, match=r"tuning log .* is a directory; give the path of a \.jsonl file"):
+        merge_logs([tmp_path], tmp_path / "out.jsonl")
+    with pytest.raises(LogError, match="is a directory"):
+        read_log(tmp_path)
+    with pytest.raises(LogError, match=r"cannot write .*l\.jsonl/out\.jsonl"):
+        merge_logs([log], log / "out.jsonl")  # under a regular file
+    assert log.read_bytes() == before
+
+
+def test_unreadable_log_is_a_clear_error(tmp_path, monkeypatch):
+    log = tmp_path / "l.jsonl"
+    append_records(log, [rec()])
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(LogError, match=r"cannot read tuning log .*l\.jsonl: Permission denied"):
+        read_log(log)
+
+
+def test_ensure_appendable(tmp_path):
+    ensure_appendable(tmp_path / "new" / "l.jsonl")
+    assert (tmp_path / "new" / "l.jsonl").read_bytes() == b""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(LogError, match=r"cannot write tuning log .*file/l\.jsonl.*pass --log"):
+        ensure_appendable(blocker / "l.jsonl")
+    with pytest.raises(LogError, match="is a directory"):
+        ensure_appendable(tmp_path)
+    assert blocker.read_text() == "x"
+
+
+@workload
+def _vmatmul(M=32, N=32, K=16, dtype="float32"):
+    A = te.placeholder((M, K), dtype, name="A")
+    B = te.placeholder((K, N), dtype, name="B")
+    k = te.reduce_axis((0, K), name="k")
+    return [A, B, te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")]
+
+
+def _sketched(inst, n=12, seed=0):
+    import random
+
+    from autosched.search_space.sketch import SketchPolicy
+
+    policy = SketchPolicy(list(inst.outputs), cores=2, lanes=16)
+    rng = random.Random(seed)
+    return [make_record(inst, T_HASWELL, HASWELL, policy.sample(rng)[0].trace, (1e-3,)) for _ in range(n)]
+
+
+def test_every_sketched_record_validates():
+    inst = _vmatmul.workload.instantiate()
+    for r in _sketched(inst, n=30):
+        validate_record(r, inst)
+        validate_record(TuningRecord.from_json_line(r.to_json_line()), inst)
+
+
+def _with_trace(r, trace):
+    data = json.loads(r.to_json_line())
+    data["trace"] = trace
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    "trace, reason",
+    [
+        ([["pragma", "C", ["i", "auto_unroll_max_step", 10**12]]], "auto_unroll_max_step = 1000000000000"),
+        ([["split", "C", ["i", 0, None]]], "factor = 0: expected an int in 1"),
+        ([["split", "C", [{"a": 1}, 4, None]]], "axis = .*expected a name"),
+        ([["fuse", "C", [[]]]], "expected a non-empty list of names"),
+        ([["cache_read", "A", ["local", [["C"]]]]], "readers = .*expected a non-empty list of names"),
+        ([["rfactor", "C", ["k", True]]], "factor_axis = True"),
+        ([["parallel", "C", ["i"]]] * 10_001, "more than the 10000"),
+    ],
+)
+def test_trace_arguments_are_bounded_when_parsed(trace, reason):
+    with pytest.raises(RecordError, match=reason):
+        TuningRecord.from_json_line(_with_trace(rec(), trace))
+
+
+def test_crafted_unroll_record_is_rejected_naming_its_line(tmp_path):
+    log = tmp_path / "l.jsonl"
+    inst = _vmatmul.workload.instantiate()
+    good = _sketched(inst, n=1)[0]
+    crafted = json.loads(good.to_json_line())
+    crafted["trace"].append(["pragma", "C", [crafted["trace"][0][2][0], "auto_unroll_max_step", 10**12]])
+    crafted["costs"] = [1e-9]  # the fastest in the log: it would be the one compiled
+    log.write_text(good.to_json_line() + "\n" + json.dumps(crafted) + "\n")
+    res = load_records(log, workload=inst)
+    assert res.records == [good]
+    assert [p.line_no for p in res.problems] == [2] and "auto_unroll_max_step" in res.problems[0].reason
+    best, problems = best_valid_record([log], inst, FP)
+    assert best == good and str(problems[0]).startswith(f"{log}:2: ")
+
+
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        (lambda t: [["split", "nope", ["i", 4, None]], *t], "no stage 'nope'"),
+        (lambda t: [["split", "C", ["zz", 4, None]], *t], "'zz' is not an axis"),
+        (lambda t: [["split", "C", ["i", 64, None]], *t], "factor 64 is larger than the extent 32"),
+        (lambda t: [["tile", "C", ["i", "j", 4, 33]], *t], "y_factor 33 is larger than the extent 32"),
+        (lambda t: [["fuse", "C", [["i", "j"]]], ["vectorize", "C", ["i.j.fused"]]], "1024 iterations"),
+        (lambda t: [["unroll", "C", ["i"]], ["unroll", "C", ["j"]], ["unroll", "C", ["k"]]], "16384 copies"),
+    ],
+)
+def test_records_that_do_not_fit_the_workload_are_rejected(tmp_path, edit, reason, monkeypatch):
+    monkeypatch.setattr(validate_module, "MAX_VECTOR_LANES", 512)
+    inst = _vmatmul.workload.instantiate()
+    good = _sketched(inst, n=1)[0]
+    data = json.loads(good.to_json_line())
+    bad = TuningRecord.from_json_line(_with_trace(good, edit([])))
+    with pytest.raises(RecordError, match=reason):
+        validate_record(bad, inst)
+    log = tmp_path / "l.jsonl"
+    log.write_text(json.dumps(data) + "\n" + bad.to_json_line() + "\n")
+    res = load_records(log, target_fingerprint=FP, workload=inst)
+    assert (
+        res.records == [good] and res.problems[0].line_no == 2 and "record rejected" in str(res.problems[0])
+    )
+
+
+def test_record_for_other_args_or_key_is_rejected():
+    inst = _vmatmul.workload.instantiate()
+    good = _sketched(inst, n=1)[0]
+    data = json.loads(good.to_json_line())
+    data["workload"]["args"]["M"] = 10**9
+    with pytest.raises(RecordError, match=r"workload arguments .* do not match"):
+        validate_record(TuningRecord.from_json_line(json.dumps(data)), inst)
+    with pytest.raises(RecordError, match="is for workload key"):
+        validate_record(good, _vmatmul.workload.instantiate(M=16))
+
+
+def test_the_limits_cover_what_the_space_samples():
+    from autosched.search_space.sketch import UNROLL_STEPS
+    from autosched.search_space.trace import ARG_KINDS, MAX_AUTO_UNROLL_STEP, PRIMITIVES
+
+    assert max(UNROLL_STEPS) <= MAX_AUTO_UNROLL_STEP and set(ARG_KINDS) == set(PRIMITIVES)
+    assert all(len(ARG_KINDS[p]) == len(PRIMITIVES[p]) for p in PRIMITIVES)
