@@ -52,7 +52,7 @@ def _instances(op_file: str, workload: str | None, args: dict[str, Any]) -> list
     if unknown:  # a typo (MM=128) would otherwise tune the default sizes without a word
         names = ", ".join(w.name for w in workloads)
         raise WorkloadError(
-            f"--args: {', '.join(unknown)} is not an argument of {names} in {op_file}; "
+            f"--args: unknown argument(s) {', '.join(unknown)} for {names} in {op_file}; "
             f"known: {', '.join(known) or '(none)'}"
         )
     return [w.instantiate(**{k: v for k, v in args.items() if k in w.defaults}) for w in workloads]
