@@ -29,7 +29,25 @@ def cmd_build(ns: argparse.Namespace) -> int:
             how = f"tuned record, {fn.record.mean_cost * 1e6:.1f} us, {fn.record.gflops:.1f} GFLOP/s"
         print(f"  {fn.name}: {how}")
     print(f"built {res.library}\n      {res.header}\n      {res.manifest}")
+    _note_skipped_lines(ns.log)
     return 0
+
+
+def _note_skipped_lines(log: str | None) -> None:
+    """Say how many lines of the log could not be used, and the first of them (issue 19)."""
+    import sys
+
+    from ..records.log import read_log
+
+    if log is None or not Path(log).is_file():
+        return
+    problems = read_log(log)[1]
+    if problems:
+        print(
+            f"note: skipped {len(problems)} unreadable line(s) of {log}, first {problems[0]}; "
+            f"autosched logs show {log} lists them",
+            file=sys.stderr,
+        )
 
 
 def add_build_parser(subparsers: Any) -> argparse.ArgumentParser:
