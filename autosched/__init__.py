@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 
 from . import ops, te
 from .build import build
+from .graph.compiled import compile_model
 from .lower.pipeline import lower
 from .runtime.load import load
 from .search_space.default import default_schedule
@@ -15,6 +16,6 @@ from .search_space.schedule import Schedule, create_schedule, replay
 from .te.workload import workload
 
 __all__ = [
-    "Schedule", "build", "create_schedule", "default_schedule", "load", "lower", "ops", "replay", "te",
-    "workload",
+    "Schedule", "build", "compile_model", "create_schedule", "default_schedule", "load", "lower", "ops",
+    "replay", "te", "workload",
 ]  # fmt: skip

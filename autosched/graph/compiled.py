@@ -1,0 +1,227 @@
+"""A compiled model: every task's kernel, run in plan order on one arena of intermediates.
+
+``autosched.compile_model(graph_or_onnx)`` builds the kernels in memory: each task on its best record
+of the log for this chip, or on the default schedule (one warning counts those). A model loaded from
+a built directory (``autosched.load(DIR)``) is the same :class:`CompiledModel` over the library's
+functions, so both run the same plan the same way.
+
+Example::
+
+    model = autosched.compile_model("resnet18.onnx")
+    outputs = model.run({"input": x})              # {"output": array}
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import AutoschedError
+from .ir import Graph
+from .memory import ALIGNMENT
+
+Kernel = Callable[..., Any]  # takes the task's arrays: inputs, then the output it fills
+
+
+class ModelInputError(AutoschedError):
+    """Inputs that do not fit the model: a missing or unknown name, a wrong shape or dtype."""
+
+
+class CompiledModel:
+    """A model ready to run: ``model.run({name: array}) -> {name: array}``."""
+
+    def __init__(
+        self,
+        plan: dict[str, Any],
+        weights: Sequence[np.ndarray],
+        kernels: Sequence[Kernel],
+        sources: Sequence[str],
+        *,
+        manifest: dict[str, Any] | None = None,
+        library: Any = None,
+    ):
+        self.plan = plan
+        self.name: str = plan["graph"]
+        self._values = plan["values"]
+        self._weights = {vid: w for vid, w in zip(plan["weights"], weights, strict=True)}
+        self._kernels = list(kernels)
+        self.sources = list(sources)  # per task: "log" (a tuned record) or "default"
+        self.manifest = manifest  # a loaded model's manifest.json
+        self.library = library  # a loaded model's kernel library (keeps it mapped)
+
+    @property
+    def inputs(self) -> list[dict[str, Any]]:
+        """``[{"name", "shape", "dtype"}]`` in the graph's order."""
+        return [{"name": i["name"], "shape": i["shape"], "dtype": i["dtype"]} for i in self.plan["inputs"]]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [o["name"] for o in self.plan["outputs"]]
+
+    @property
+    def memory(self) -> dict[str, int]:
+        """``arena_bytes``, ``peak_live_bytes`` and ``total_bytes`` of the intermediates."""
+        return dict(self.plan["memory"])
+
+    def __repr__(self) -> str:
+        return (
+            f"<autosched model {self.name!r}: {len(self.plan['tasks'])} tasks, {len(self.plan['steps'])} "
+            f"steps, inputs {', '.join(i['name'] for i in self.plan['inputs'])}>"
+        )
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run the model; ``inputs`` maps each input name to a numpy array (or anything with DLPack)."""
+        arrays = self._check_inputs(inputs)
+        memory = self.plan["memory"]["arena_bytes"]
+        raw = np.empty(memory + ALIGNMENT, np.uint8)
+        start = (-raw.ctypes.data) % ALIGNMENT
+        arena = raw[start : start + memory]
+        for step in self.plan["steps"]:
+            args = [self._array(vid, arrays, arena) for vid in step["args"]]
+            self._kernels[step["task"]](*args)
+        outputs = {}
+        for out in self.plan["outputs"]:
+            value = self._array(out["value"], arrays, arena)
+            if self._values[out["value"]]["kind"] != "output" or out["name"] in outputs:
+                value = value.copy()  # never hand out an input, a weight or one array twice
+            outputs[out["name"]] = value.astype(out["dtype"], copy=False).reshape(out["shape"])
+        return outputs
+
+    __call__ = run
+
+    def _array(self, vid: int, arrays: dict[int, np.ndarray], arena: np.ndarray) -> np.ndarray:
+        hit = arrays.get(vid)
+        if hit is not None:
+            return hit
+        v = self._values[vid]
+        kind = v["kind"]
+        if kind == "weight":
+            return self._weights[vid]
+        if kind == "output":
+            arrays[vid] = np.empty(v["shape"], v["dtype"])
+        else:  # an intermediate: a view of the arena at its planned offset
+            dtype = np.dtype(v["dtype"])
+            n = int(np.prod(v["shape"], dtype=np.int64))
+            offset = v["offset"]
+            arrays[vid] = arena[offset : offset + n * dtype.itemsize].view(dtype).reshape(v["shape"])
+        return arrays[vid]
+
+    def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[int, np.ndarray]:
+        if not isinstance(inputs, Mapping):
+            raise ModelInputError(
+                f"model {self.name!r}: run() takes a dict of input name -> array, got {type(inputs).__name__}"
+            )
+        expected = {i["name"]: i for i in self.plan["inputs"]}
+        unknown = sorted(set(inputs) - set(expected))
+        missing = [n for n in expected if n not in inputs]
+        if unknown or missing:
+            parts = []
+            if unknown:
+                parts.append(f"unknown input(s) {', '.join(map(repr, unknown))}")
+            if missing:
+                parts.append(f"missing input(s) {', '.join(map(repr, missing))}")
+            raise ModelInputError(
+                f"model {self.name!r}: {'; '.join(parts)}. It takes: "
+                + ", ".join(f"{n} {i['dtype']}{i['shape']}" for n, i in expected.items())
+            )
+        arrays: dict[int, np.ndarray] = {}
+        for name, spec in expected.items():
+            a = _as_numpy(inputs[name], f"model {self.name!r}: input {name!r}")
+            if a.dtype != np.dtype(spec["dtype"]) or list(a.shape) != list(spec["shape"]):
+                raise ModelInputError(
+                    f"model {self.name!r}: input {name!r} expects {spec['dtype']}{spec['shape']}, "
+                    f"got {a.dtype}{list(a.shape)}"
+                )
+            held = self._values[spec["value"]]  # bool inputs are held as int32, scalars as (1,)
+            arrays[spec["value"]] = np.ascontiguousarray(a, dtype=held["dtype"]).reshape(held["shape"])
+        return arrays
+
+
+def _as_numpy(a: Any, where: str) -> np.ndarray:
+    if isinstance(a, np.ndarray):
+        return a
+    if hasattr(a, "__dlpack__"):
+        try:
+            return np.from_dlpack(a)
+        except (TypeError, RuntimeError, BufferError, ValueError) as e:
+            raise ModelInputError(f"{where}: cannot read it through DLPack ({e}); pass a CPU array") from e
+    raise ModelInputError(f"{where} must be a numpy array or support DLPack, got {type(a).__name__}")
+
+
+def as_graph(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+    """A :class:`Graph` as is, or an ONNX model (path or ModelProto) through the ONNX frontend."""
+    if isinstance(model, Graph):
+        return model
+    try:
+        from ..frontend.onnx import from_onnx
+    except ImportError as e:
+        raise AutoschedError(
+            f"compile_model: {model!r:.80} is not a Graph, and the ONNX frontend cannot be imported ({e}); "
+            "install the [onnx] extra"
+        ) from e
+    if isinstance(model, (str, os.PathLike)):
+        model = Path(model)
+    if input_shapes:
+        return from_onnx(model, input_shapes=dict(input_shapes))
+    return from_onnx(model)
+
+
+def warn_untuned(names: Sequence[str], total: int, log: Any) -> None:
+    """The one warning for tasks without a tuned record (they run on the default schedule)."""
+    if not names:
+        return
+    where = f"in {log}" if log is not None else "(no log given)"
+    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    warnings.warn(
+        f"{len(names)} of {total} tasks have no tuned record for this chip {where} and use the default "
+        f"schedule: {shown}. Tune them with `autosched tune` for speed.",
+        stacklevel=3,
+    )
+
+
+def compile_model(
+    model: Any,
+    target: str = "llvm-cpu",
+    log: str | os.PathLike[str] | None = None,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> CompiledModel:
+    """Compile a model in memory: a :class:`Graph`, an ``.onnx`` path or an ONNX ``ModelProto``.
+
+    Example: ``model = autosched.compile_model("m.onnx", log="tuning_logs/m.jsonl"); model.run({...})``.
+    """
+    from ..build import build
+    from ..hai.registry import get_adapter
+    from ..records.record import fingerprint_of
+    from ..runtime.export import choose_schedules
+    from ..search_space.schedule import replay
+    from ..target import parse_target
+    from .plan import build_plan, used_weights
+    from .tasks import extract_tasks
+
+    if log is not None and not Path(log).is_file():
+        raise AutoschedError(f"compile_model: tuning log {log} not found")
+    graph = as_graph(model, input_shapes)
+    tg = extract_tasks(graph)
+    plan = build_plan(tg)
+    t = parse_target(target)
+    adapter = get_adapter(t)
+    chip = adapter.info()
+    chosen = choose_schedules(
+        [task.instance for task in tg.tasks],
+        log,
+        fingerprint_of(t, chip),
+        cores=chip.cores,
+        allow_default=True,
+    )
+    warn_untuned([fn.instance.name for fn in chosen if fn.record is None], len(chosen), log)
+    kernels = [
+        build(replay(list(fn.instance.outputs), fn.trace), fn.instance.tensors, t, fn.name) for fn in chosen
+    ]
+    weights = [graph.weights[op] for op in used_weights(graph)]
+    return CompiledModel(plan, weights, kernels, [fn.source for fn in chosen])
