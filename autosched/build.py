@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,57 +11,50 @@ import numpy as np
 from .hai.registry import get_adapter
 from .lower.ir import PrimFunc
 from .lower.pipeline import lower
+from .runtime.arrays import check_call
 from .search_space.schedule import Schedule
 from .target import Target
-from .te.tensor import Tensor
+from .te.tensor import PlaceholderOp, Tensor
 
 
-def check_arrays(name: str, params: Sequence[Any], arrays: Sequence[Any]) -> list[np.ndarray]:
-    """The arrays, checked against the kernel's parameters, with a message naming any misfit."""
-    if len(arrays) != len(params):
-        expected = ", ".join(f"{p.name}: {p.dtype}{list(p.shape)}" for p in params)
-        raise TypeError(f"{name}: expected {len(params)} arrays ({expected}), got {len(arrays)}")
-    out = []
-    for i, (p, a) in enumerate(zip(params, arrays)):
-        if not isinstance(a, np.ndarray):
-            if hasattr(a, "__dlpack__"):
-                a = np.from_dlpack(a)
-            else:
-                raise TypeError(
-                    f"{name}: argument {i} ({p.name!r}) must be a numpy array, got {type(a).__name__}"
-                )
-        if a.dtype != np.dtype(p.dtype) or tuple(a.shape) != tuple(p.shape):
-            raise ValueError(
-                f"{name}: argument {i} ({p.name!r}) expects {p.dtype}{list(p.shape)}, "
-                f"got {a.dtype}{list(a.shape)}"
-            )
-        if not a.flags.c_contiguous:
-            raise ValueError(
-                f"{name}: argument {i} ({p.name!r}) must be C-contiguous (use np.ascontiguousarray)"
-            )
-        out.append(a)
-    return out
+def check_arrays(
+    name: str, params: Sequence[Any], arrays: Sequence[Any], n_inputs: int | None = None
+) -> list[np.ndarray]:
+    """The arrays, checked against the kernel's parameters, with a message naming any misfit.
+
+    With ``n_inputs``, the parameters after the inputs are outputs: they must be writable and share
+    no memory with any other argument (:func:`autosched.runtime.arrays.check_call`).
+    """
+    first_output = len(params) if n_inputs is None else n_inputs
+    specs = [(p.name, tuple(p.shape), np.dtype(p.dtype), i >= first_output) for i, p in enumerate(params)]
+    return check_call(name, specs, arrays)
+
+
+def count_inputs(args: Sequence[Tensor]) -> int:
+    """How many of ``args`` (inputs, then outputs) are placeholders."""
+    return sum(1 for t in args if isinstance(t.op, PlaceholderOp))
 
 
 class BuiltFunction:
     """A compiled kernel callable on numpy arrays: inputs, then the outputs it fills."""
 
-    def __init__(self, func: PrimFunc, adapter: Any, kernel: Any):
+    def __init__(self, func: PrimFunc, adapter: Any, kernel: Any, n_inputs: int | None = None):
         self.func = func
         self.adapter = adapter
         self.kernel = kernel
         self.name = func.name
+        self.n_inputs = n_inputs
 
     @property
     def params(self) -> tuple[Any, ...]:
         return self.func.params
 
     def __call__(self, *arrays: Any) -> None:
-        checked = check_arrays(self.name, self.func.params, arrays)
+        checked = check_arrays(self.name, self.func.params, arrays, self.n_inputs)
         self.adapter.launch(self.kernel, checked)
 
     def time(self, *arrays: Any, repeat: int = 5) -> list[float]:
-        checked = check_arrays(self.name, self.func.params, arrays)
+        checked = check_arrays(self.name, self.func.params, arrays, self.n_inputs)
         return self.adapter.time(self.kernel, checked, repeat=repeat)
 
     def source(self) -> str:
@@ -76,4 +70,49 @@ def build(
     """
     func = lower(sch, args, name)
     adapter = get_adapter(target)
-    return BuiltFunction(func, adapter, adapter.compile(func))
+    return BuiltFunction(func, adapter, adapter.compile(func), count_inputs(args))
+
+
+class IsolatedFunction:
+    """A kernel compiled by :func:`build_isolated`: callable on numpy arrays like BuiltFunction.
+
+    ``kernel.cfunc`` is the C entry point, for callers that time it without the argument checks.
+    """
+
+    def __init__(self, name: str, args: Sequence[Tensor], kernel: Any):
+        self.name = name
+        self.args = tuple(args)
+        self.n_inputs = count_inputs(args)
+        self.kernel = kernel  # a runtime.link.LoadedKernel
+
+    def __call__(self, *arrays: Any) -> None:
+        self.kernel(check_arrays(self.name, self.args, arrays, self.n_inputs))
+
+
+def build_isolated(
+    args: Sequence[Tensor],
+    trace: Any,
+    target: str | Target = "llvm-cpu",
+    name: str = "main",
+    *,
+    timeout_s: float | None = None,
+    memory_bytes: int | None = None,
+) -> IsolatedFunction:
+    """``trace`` (say, a record from a log) compiled in a worker with a time and memory limit.
+
+    For CPU targets whose adapter emits objects; a trace that hangs or exhausts the compiler is a
+    CompileError here, never a hung caller. Example: ``f = build_isolated([A, B, C], rec.trace)``.
+    """
+    from .measure.isolated import compile_isolated
+    from .runtime.link import LoadedKernel, load_function
+    from .runtime.scratch import scratch_dir
+
+    so = compile_isolated(
+        list(args), count_inputs(args), str(target), trace, name,
+        timeout_s=timeout_s, memory_bytes=memory_bytes,
+    )  # fmt: skip
+    with scratch_dir("autosched-build-") as tmp:
+        path = Path(tmp) / f"{name}.so"
+        path.write_bytes(so)
+        kernel = LoadedKernel(load_function(path, name, len(args)), path)  # mapped: the file may go
+    return IsolatedFunction(name, args, kernel)

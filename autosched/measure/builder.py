@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import multiprocessing
 import os
 import shutil
 import signal
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -25,8 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, LowerError, ScheduleError, TargetError
+from ..runtime.scratch import make_scratch_dir
 from ..te.tensor import Tensor
 from .result import BuildResult
+from .runner import start_without_sigint
 from .task import MeasureTask
 
 
@@ -119,7 +121,7 @@ class LocalBuilder:
         self.build_fn = build_fn  # a module-level function: workers import it by name
         self._own_dir = out_dir is None
         self.out_dir = (
-            Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="autosched-build-"))
+            Path(out_dir) if out_dir is not None else make_scratch_dir("autosched-build-")  # pid-tagged
         )
         self._pool: ProcessPoolExecutor | None = None
         self._batch = 0
@@ -170,7 +172,8 @@ class LocalBuilder:
                 ):
                     break
                 i = pending.popleft()
-                fut = self._get_pool().submit(_run_job, self.build_fn, jobs[i])
+                pool = self._get_pool()
+                fut = start_without_sigint(functools.partial(pool.submit, _run_job, self.build_fn, jobs[i]))
                 in_flight[fut] = (i, time.monotonic())
             first_deadline = min(t0 for _, t0 in in_flight.values()) + self.timeout_s
             done, _ = wait(

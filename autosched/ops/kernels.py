@@ -63,17 +63,6 @@ def kernel_digest(workload_key: str, target: str, fingerprint: str, trace: Any) 
 
 
 @dataclass
-class CpuKernel:
-    """A kernel in a shared library: call with C-contiguous numpy arrays (inputs, then outputs)."""
-
-    cfunc: Any
-    path: Path
-
-    def __call__(self, arrays: list[np.ndarray]) -> None:
-        self.cfunc(*[a.ctypes.data for a in arrays])
-
-
-@dataclass
 class AdapterKernel:
     """A kernel of another adapter (OpenCL, CUDA): arrays are copied to the device and back."""
 
@@ -100,9 +89,10 @@ def _lower(inst: Any, trace: Any) -> Any:
 def get_kernel(inst: Any, target: Any, adapter: Any, fingerprint: str, trace: Any) -> Any:
     """The kernel of ``inst`` scheduled by ``trace``: from the disk cache, else compiled (and cached)."""
     if not hasattr(adapter, "compile_object"):
-        STATS["compiled"] += 1
+        STATS["compiled"] += 1  # compiled in this process: its kernel object lives here (no limit)
         return AdapterKernel(adapter, adapter.compile(_lower(inst, trace)), len(inst.inputs))
-    from ..runtime.link import link_shared, load_function
+    from ..measure.isolated import compile_isolated
+    from ..runtime.link import LoadedKernel, load_function
 
     digest = kernel_digest(inst.key, str(target), fingerprint, trace)
     path = cache_dir() / "kernels" / f"{inst.name}-{digest}.so"
@@ -111,18 +101,19 @@ def get_kernel(inst: Any, target: Any, adapter: Any, fingerprint: str, trace: An
         try:
             fn = load_function(path, inst.name, nargs)
             STATS["disk_hits"] += 1
-            return CpuKernel(fn, path)
+            return LoadedKernel(fn, path)
         except RunError:
             pass  # unreadable or foreign: rebuild it below
-    obj = adapter.compile_object(_lower(inst, trace))
+    # In a worker with a time and memory limit: a record from a log must not hang or kill the caller.
+    so = compile_isolated(inst.tensors, len(inst.inputs), str(target), trace, inst.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{inst.name}-", suffix=".so", dir=path.parent)
-    os.close(fd)
     try:
-        link_shared([obj], tmp)
+        with os.fdopen(fd, "wb") as f:
+            f.write(so)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     STATS["compiled"] += 1
-    return CpuKernel(load_function(path, inst.name, nargs), path)
+    return LoadedKernel(load_function(path, inst.name, nargs), path)

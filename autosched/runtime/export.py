@@ -1,9 +1,11 @@
 """Export tuned kernels as a library for applications: ``libNAME.so`` + ``manifest.json`` + ``NAME.h``.
 
 For each workload, the best record of the log for the target's chip fingerprint is replayed, lowered
-and compiled to a position-independent object; the objects are linked with the system C compiler
-(``-lgomp`` for parallel loops). The manifest says what the library holds and for which CPU, so
-:func:`autosched.load` can check calls and refuse a library built for another machine.
+and compiled to a position-independent object, in a worker with a time and memory limit (a record is
+untrusted input: :mod:`autosched.measure.isolated`); the objects are linked with the system C compiler
+(``-lgomp`` for parallel loops). Every kernel's symbol is ``autosched_<name>``, and the library embeds
+its ABI. The manifest says what the library holds and for which CPU, so :func:`autosched.load` can
+check calls and refuse a library built for another machine or edited since (:mod:`.manifest`).
 
 Example::
 
@@ -14,7 +16,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import keyword
 import re
@@ -24,19 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import AutoschedError, ScheduleError
+from ..errors import AutoschedError
 from ..te.workload import WorkloadInstance
-
-MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 1  # bump on an incompatible change; load refuses formats it does not know
-
-# numpy dtype -> C type of a pointer to its elements (float16 has no portable C type: raw bits).
-C_TYPES = {
-    "float32": "float", "float64": "double", "float16": "uint16_t", "bfloat16": "uint16_t",
-    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
-    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
-    "bool": "uint8_t",
-}  # fmt: skip
+from .manifest import (
+    C_TYPES,
+    MANIFEST,
+    MANIFEST_FORMAT,
+    SYMBOL_PREFIX,
+    abi_c_source,
+    library_digest,
+    validate_manifest,
+)
 
 
 class ExportError(AutoschedError):
@@ -47,7 +46,7 @@ class ExportError(AutoschedError):
 class ExportedFunction:
     """One function of a built library and the schedule it was built from."""
 
-    name: str  # the C symbol
+    name: str  # the name in Python (lib.<name>); the C symbol is :attr:`symbol`
     instance: WorkloadInstance
     trace: Any  # Trace
     record: Any = None  # the TuningRecord used, or None for the default schedule
@@ -55,6 +54,10 @@ class ExportedFunction:
     @property
     def source(self) -> str:
         return "default" if self.record is None else "log"
+
+    @property
+    def symbol(self) -> str:
+        return SYMBOL_PREFIX + self.name
 
 
 @dataclass(frozen=True)
@@ -156,9 +159,8 @@ def export_library(
     Example: ``export_library([inst], "build", log="tuning_logs/matmul.jsonl", name="matmul")``.
     """
     from ..hai.registry import get_adapter
-    from ..lower.pipeline import lower
+    from ..measure.isolated import compile_isolated
     from ..records.record import fingerprint_of
-    from ..search_space.schedule import replay
     from ..target import parse_target
     from .cpufeatures import checkable
     from .link import link_shared
@@ -175,25 +177,24 @@ def export_library(
     functions = choose_schedules(instances, log, fingerprint, cores=chip.cores, allow_default=allow_default)
     objects = []
     for fn in functions:
+        inst = fn.instance
         try:
-            sch = replay(list(fn.instance.outputs), fn.trace)
-        except ScheduleError as e:
-            raise ExportError(
-                f"workload {fn.instance.name}: the record from {log} does not replay: {e}"
-            ) from e
-        objects.append(adapter.compile_object(lower(sch, fn.instance.tensors, fn.name)))
+            objects.append(
+                compile_isolated(inst.tensors, len(inst.inputs), str(t), fn.trace, fn.symbol, link=False)
+            )
+        except AutoschedError as e:
+            whose = f"the record from {log}" if fn.record is not None else "the default schedule"
+            raise ExportError(f"workload {inst.name}: {whose} does not build: {e}") from e
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # a half-rebuilt directory must not look complete
-    so = link_shared(objects, out / f"lib{lib_name}.so", openmp=True)
+    so_path = out / f"lib{lib_name}.so"
     header = out / f"{lib_name}.h"
-    header.write_text(render_header(lib_name, functions))
     manifest = {
         "format": MANIFEST_FORMAT,
         "autosched": __version__,
         "name": lib_name,
-        "library": so.name,
-        "sha256": hashlib.sha256(so.read_bytes()).hexdigest(),
+        "library": so_path.name,
         "header": header.name,
         "target": {
             "name": str(t),
@@ -206,8 +207,14 @@ def export_library(
         "log": None if log is None else str(log),
         "functions": [_function_entry(fn) for fn in functions],
     }
+    # As load will read it back: tuples as lists, numpy scalars as numbers (the digest must match).
+    manifest = json.loads(json.dumps(manifest, default=_json_default))
+    so = link_shared(objects, so_path, openmp=True, c_sources=[abi_c_source(manifest)])
+    header.write_text(render_header(lib_name, functions))
+    manifest["sha256"] = library_digest(so.read_bytes(), manifest)
     path = out / MANIFEST
-    path.write_text(json.dumps(manifest, indent=1, sort_keys=True, default=_json_default) + "\n")
+    validate_manifest(manifest, str(path))  # what load will demand; a failure here is a bug
+    path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return ExportResult(out, so, header, path, tuple(functions))
 
 
@@ -252,7 +259,8 @@ def _function_entry(fn: ExportedFunction) -> dict[str, Any]:
 
 
 def render_header(lib_name: str, functions: Sequence[ExportedFunction]) -> str:
-    """A C header declaring ``void f(const float* A, ..., float* C);`` per function, with shape macros.
+    """A C header declaring ``void autosched_f(const float* A, ..., float* C);`` per function, with
+    shape macros.
 
     Each argument's dims are macros too, e.g. ``MATMUL_A_DIM0``, so a C program follows a rebuild.
     """
@@ -284,7 +292,7 @@ def render_header(lib_name: str, functions: Sequence[ExportedFunction]) -> str:
             lines += [f"#define {prefix}_DIM{d} {n}" for d, n in enumerate(t.shape)]
         shapes = ", ".join(f"{t.name}{list(t.shape)}" for t in tensors)
         lines.append(f"/* {fn.instance.name}: {shapes}; schedule: {fn.source}. Row-major, dense. */")
-        lines.append(f"void {fn.name}({', '.join(params)});")
+        lines.append(f"void {fn.symbol}({', '.join(params)});")
         lines.append("")
     lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)

@@ -13,11 +13,13 @@ import ctypes
 import os
 import shlex
 import subprocess
-import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import CompileError, RunError
+from .scratch import scratch_dir
 
 LINK_TIMEOUT_S = 60.0
 
@@ -33,20 +35,26 @@ def link_shared(
     *,
     openmp: bool = True,
     timeout_s: float = LINK_TIMEOUT_S,
+    c_sources: Sequence[str] = (),
 ) -> Path:
-    """Link ELF objects into the shared library ``out_path``; a refusal is a CompileError with cc's stderr.
+    """Link ELF objects (and small C sources, compiled on the way) into the shared library ``out_path``;
+    a refusal is a CompileError with cc's stderr.
 
-    Example: ``link_shared([obj], "/tmp/k/kernel.so")``.
+    Example: ``link_shared([obj], "/tmp/k/kernel.so", c_sources=['const char tag[] = "v1";'])``.
     """
     if not objects:
         raise CompileError("link_shared: no objects to link")
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="autosched-link-") as tmp:
+    with scratch_dir("autosched-link-") as tmp:
         paths = []
         for i, data in enumerate(objects):
-            p = Path(tmp) / f"obj{i}.o"
+            p = tmp / f"obj{i}.o"
             p.write_bytes(data)
+            paths.append(str(p))
+        for i, text in enumerate(c_sources):
+            p = tmp / f"src{i}.c"
+            p.write_text(text)
             paths.append(str(p))
         # --no-undefined: a missing symbol fails here, with a message, rather than at dlopen in a runner.
         cmd = [*c_compiler(), "-shared", "-fPIC", "-Wl,--no-undefined", "-o", str(out), *paths]
@@ -70,9 +78,13 @@ def load_function(so_path: str | os.PathLike[str], name: str, nargs: int) -> Any
     Example: ``f = load_function("k.so", "matmul", 3); f(a.ctypes.data, b.ctypes.data, c.ctypes.data)``.
     The library stays loaded as long as the function object lives (it holds the handle).
     """
-    try:
+    from .elf import check_shared_object
+    from .manifest import LoadError
+
+    try:  # a truncated file (a cache written by a killed process) would SIGBUS when mapped
+        check_shared_object(Path(so_path).read_bytes(), str(so_path))
         lib = ctypes.CDLL(str(so_path), mode=os.RTLD_LOCAL | os.RTLD_NOW)
-    except OSError as e:
+    except (OSError, LoadError) as e:
         raise RunError(f"load_function: cannot load {so_path}: {e}") from e
     try:
         fn = getattr(lib, name)
@@ -82,3 +94,17 @@ def load_function(so_path: str | os.PathLike[str], name: str, nargs: int) -> Any
     fn.restype = None
     fn._autosched_lib = lib  # keep the library alive with the function
     return fn
+
+
+@dataclass
+class LoadedKernel:
+    """A kernel in a shared library: call with C-contiguous arrays (inputs, then outputs), checked before.
+
+    ``cfunc`` is what :func:`load_function` returns; ``path`` where the library was loaded from.
+    """
+
+    cfunc: Any
+    path: Path
+
+    def __call__(self, arrays: Sequence[Any]) -> None:
+        self.cfunc(*[a.ctypes.data for a in arrays])

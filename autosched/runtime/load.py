@@ -1,8 +1,11 @@
 """``autosched.load(DIR)``: a built library as a Python object whose attributes are its functions.
 
-Loading compiles nothing and imports neither llvmlite nor the compiler stack: it reads the manifest,
-checks that this machine has the CPU features the code uses and that the library is the one the
-manifest describes (sha256), and opens it with ctypes.
+Loading compiles nothing and imports neither llvmlite nor the compiler stack. Everything in the
+directory is untrusted until checked, in this order: the manifest's schema (:mod:`.manifest`); the
+library path (a plain file in DIR: no ``../``, no absolute path, no symlink); this machine's CPU
+features; the sha256 over the library and the manifest; the ELF structure (a truncated file would
+kill the process with SIGBUS when mapped: :mod:`.elf`); then ``dlopen``, the ABI the library embeds
+against the manifest's shapes and dtypes, and only ``autosched_<name>`` symbols.
 
 Example::
 
@@ -13,7 +16,6 @@ Example::
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -22,15 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AutoschedError, RunError
+from .arrays import ArgumentTypeError, check_call
+from .elf import check_shared_object
+from .manifest import (
+    ABI_SYMBOL,
+    MANIFEST,
+    MAX_MANIFEST_BYTES,
+    SYMBOL_PREFIX,
+    LoadError,
+    abi_text,
+    library_digest,
+    validate_manifest,
+)
 
-MANIFEST = "manifest.json"  # also in export.py; not imported from there to keep loading light
-KNOWN_FORMATS = (1,)
-_DLPACK_CPU = 1  # kDLCPU
-
-
-class LoadError(AutoschedError):
-    """A library that must not be loaded here; the message says why."""
+__all__ = ["Library", "LibraryFunction", "LoadError", "check_compatible", "load", "read_manifest"]
 
 
 class LibraryFunction:
@@ -43,7 +50,10 @@ class LibraryFunction:
         self.n_inputs = sum(1 for a in self.args if a["role"] == "input")
         self._cfunc = cfunc
         self._library = library
-        self._expect = [(tuple(a["shape"]), np.dtype(a["dtype"])) for a in self.args]
+        self._specs = [
+            (a["name"], tuple(a["shape"]), _numpy_dtype(a["dtype"], library), a["role"] == "output")
+            for a in self.args
+        ]
 
     @property
     def record(self) -> dict[str, Any]:
@@ -65,11 +75,11 @@ class LibraryFunction:
         """Run on all arguments (outputs filled in place, returns None), or on the inputs only
         (returns the new output, or a tuple of them)."""
         if len(arrays) == self.n_inputs and self.n_inputs < len(self.args):
-            outs = [np.empty(shape, dtype) for shape, dtype in self._expect[self.n_inputs :]]
+            outs = [np.empty(shape, dtype) for _, shape, dtype, _ in self._specs[self.n_inputs :]]
             self._run([*arrays, *outs])
             return outs[0] if len(outs) == 1 else tuple(outs)
         if len(arrays) != len(self.args):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{self.name}: expected {len(self.args)} arrays (inputs then outputs) or the "
                 f"{self.n_inputs} inputs; got {len(arrays)}. Signature: {self.signature()}"
             )
@@ -77,47 +87,15 @@ class LibraryFunction:
         return None
 
     def _run(self, arrays: Sequence[Any]) -> None:
-        ptrs = []
-        for i, a in enumerate(arrays):
-            shape, dtype = self._expect[i]
-            if type(a) is not np.ndarray:
-                a = self._from_foreign(i, a)
-            if a.dtype != dtype or a.shape != shape:
-                raise ValueError(
-                    f"{self.name}: argument {i} ({self.args[i]['name']!r}) expects {dtype}{list(shape)}, "
-                    f"got {a.dtype}{list(a.shape)}"
-                )
-            if not a.flags.c_contiguous:
-                raise ValueError(
-                    f"{self.name}: argument {i} ({self.args[i]['name']!r}) must be C-contiguous "
-                    "(use numpy.ascontiguousarray)"
-                )
-            if i >= self.n_inputs and not a.flags.writeable:
-                raise ValueError(f"{self.name}: output argument {i} ({self.args[i]['name']!r}) is read-only")
-            ptrs.append(a.ctypes.data)
-        self._cfunc(*ptrs)
-
-    def _from_foreign(self, i: int, a: Any) -> np.ndarray:
-        """A numpy view of any array that speaks DLPack (on the CPU), sharing its memory."""
-        label = f"{self.name}: argument {i} ({self.args[i]['name']!r})"
-        if isinstance(a, np.ndarray):
-            return a  # a subclass
-        if not hasattr(a, "__dlpack__"):
-            raise TypeError(f"{label} must be a numpy array or support DLPack, got {type(a).__name__}")
-        if hasattr(a, "__dlpack_device__"):
-            dev = a.__dlpack_device__()
-            if int(dev[0]) != _DLPACK_CPU:
-                raise ValueError(f"{label} lives on DLPack device {tuple(dev)}; this library runs on the CPU")
-        view = np.from_dlpack(a)
-        if i >= self.n_inputs and not view.flags.writeable:
-            view = _writable_view(view)  # numpy marks DLPack views read-only; the memory is the caller's
-        return view
+        checked = check_call(self.name, self._specs, arrays)
+        self._cfunc(*[a.ctypes.data for a in checked])
 
 
-def _writable_view(view: np.ndarray) -> np.ndarray:
-    """The same memory as ``view``, writable (for outputs passed through DLPack)."""
-    buf = (ctypes.c_char * view.nbytes).from_address(view.ctypes.data)
-    return np.frombuffer(buf, dtype=view.dtype).reshape(view.shape)
+def _numpy_dtype(name: str, library: Path) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise LoadError(f"{library}: dtype {name} has no numpy type here; it cannot be called") from None
 
 
 class Library:
@@ -146,23 +124,29 @@ class Library:
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:
-    """The parsed manifest of a built library directory; a clear LoadError when absent or malformed."""
+    """The checked manifest of a built library directory; a LoadError naming what is wrong otherwise."""
     path = Path(directory) / MANIFEST
     try:
-        manifest = json.loads(path.read_text())
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise LoadError(f"{path}: over {MAX_MANIFEST_BYTES >> 20} MB: not a manifest autosched wrote")
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LoadError(
             f"{directory}: no {MANIFEST}; is this a directory written by `autosched build`?"
         ) from None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise LoadError(f"{path}: not a readable manifest: {e}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") not in KNOWN_FORMATS:
-        fmt = manifest.get("format") if isinstance(manifest, dict) else None
-        raise LoadError(f"{path}: manifest format {fmt!r} is not one this autosched reads {KNOWN_FORMATS}")
-    for key in ("library", "sha256", "target", "functions"):
-        if key not in manifest:
-            raise LoadError(f"{path}: manifest has no {key!r} field")
-    return manifest
+    return validate_manifest(manifest, str(path))
+
+
+def library_path(directory: Path, manifest: dict[str, Any]) -> Path:
+    """The library file, which must be a regular file directly inside ``directory`` (no symlink)."""
+    so = directory / manifest["library"]  # the schema allows only lib<name>.so: no "/" or ".."
+    if so.is_symlink():
+        raise LoadError(f"{so}: a symbolic link; a library must be a plain file in {directory}")
+    if so.resolve().parent != directory.resolve():
+        raise LoadError(f"{so}: not directly inside {directory}")
+    return so
 
 
 def check_compatible(manifest: dict[str, Any], where: str = "library") -> None:
@@ -189,32 +173,54 @@ def load(directory: str | os.PathLike[str]) -> Library:
 
     Example: ``lib = autosched.load("build"); c = lib.matmul(a, b)``.
     """
+    from ..graph.load import is_model_directory, load_model
+
+    if is_model_directory(directory):  # a model: kernels + graph + weights (graph/export.py)
+        return load_model(directory)  # type: ignore[return-value]
     directory = Path(directory)
     manifest = read_manifest(directory)
-    so = directory / str(manifest["library"])
+    so = library_path(directory, manifest)
     check_compatible(manifest, str(so))
     try:
         data = so.read_bytes()
     except OSError as e:
         raise LoadError(f"{so}: cannot read the library: {e}") from None
-    digest = hashlib.sha256(data).hexdigest()
+    digest = library_digest(data, manifest)
     if digest != manifest["sha256"]:
         raise LoadError(
-            f"{so}: checksum mismatch (sha256 {digest[:16]}..., manifest says "
-            f"{str(manifest['sha256'])[:16]}...): "
-            "the library was changed or corrupted after it was built; rebuild it"
+            f"{so}: checksum mismatch (sha256 {digest[:16]}..., manifest says {manifest['sha256'][:16]}...): "
+            "the library or its manifest was changed or corrupted after it was built; rebuild it"
         )
+    check_shared_object(data, str(so))
     try:
         handle = ctypes.CDLL(str(so.resolve()), mode=os.RTLD_LOCAL | os.RTLD_NOW)
     except OSError as e:
         raise LoadError(f"{so}: the system loader refused it: {e}") from None
+    _check_abi(handle, manifest, so)
     functions = []
     for entry in manifest["functions"]:
+        symbol = SYMBOL_PREFIX + entry["name"]  # never a name the manifest spells out: not `puts`
         try:
-            cfunc = getattr(handle, entry["name"])
+            cfunc = getattr(handle, symbol)
         except AttributeError:
-            raise RunError(f"{so}: the manifest names {entry['name']!r}, which the library lacks") from None
+            raise LoadError(
+                f"{so}: the manifest names {entry['name']!r}, but the library has no {symbol}"
+            ) from None
         cfunc.argtypes = [ctypes.c_void_p] * len(entry["args"])
         cfunc.restype = None
         functions.append(LibraryFunction(entry, cfunc, so))
     return Library(directory, manifest, handle, functions)
+
+
+def _check_abi(handle: Any, manifest: dict[str, Any], so: Path) -> None:
+    """The library's own account of its functions (names, shapes, dtypes, roles) must be the manifest's."""
+    try:
+        address = ctypes.addressof(ctypes.c_char.in_dll(handle, ABI_SYMBOL))
+    except ValueError:
+        raise LoadError(f"{so}: has no {ABI_SYMBOL}: not a library autosched built; rebuild it") from None
+    embedded = ctypes.string_at(address).decode("ascii", errors="replace")
+    if embedded != abi_text(manifest):
+        raise LoadError(
+            f"{so}: the manifest's functions (names, shapes, dtypes or roles) differ from what the library "
+            "was compiled for; the manifest was edited: rebuild the library"
+        )

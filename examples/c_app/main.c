@@ -24,7 +24,7 @@ int main(void) {
     for (int i = 0; i < M * K; i++) a[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
     for (int i = 0; i < K * N; i++) b[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
 
-    matmul(a, b, c); /* the tuned kernel */
+    autosched_matmul(a, b, c); /* the tuned kernel (every symbol of the library has the prefix) */
 
     int bad = 0;
     for (int i = 0; i < M; i++) {

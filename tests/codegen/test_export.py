@@ -78,7 +78,7 @@ def test_build_writes_library_header_manifest(built, tuned_log):
     assert m["target"]["fingerprint"].startswith("llvm-cpu:") and "sse2" in m["target"]["cpu_features"]
     assert len(m["sha256"]) == 64
     header = (built / "matmul.h").read_text()
-    assert "void matmul(const float* A, const float* B, float* C);" in header
+    assert "void autosched_matmul(const float* A, const float* B, float* C);" in header
     assert "#define MATMUL_A_DIM0 16" in header
 
 

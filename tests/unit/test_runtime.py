@@ -77,6 +77,6 @@ def test_header_declares_inputs_const_and_shapes():
     tensors = make_dense(M=4, N=8, K=16, activation="relu")
     inst = WorkloadInstance("dense", {"M": 4}, tuple(tensors))
     h = render_header("nn", [ExportedFunction("dense", inst, ())])
-    assert "void dense(const float* X, const float* W, const float* bias, float* bias_relu);" in h
+    assert "void autosched_dense(const float* X, const float* W, const float* bias, float* bias_relu);" in h
     assert "#define DENSE_BIAS_DIM0 8" in h and "#define DENSE_BIAS_RELU_DIM1 8" in h
     assert h.count("#ifndef AUTOSCHED_NN_H") == 1 and 'extern "C"' in h
