@@ -17,6 +17,10 @@ def cmd_build(ns: argparse.Namespace) -> int:
     from ..cli import _instances, parse_args_kv
     from .export import export_library
 
+    if ns.op_file.endswith(".onnx"):  # a model: graph/export.py
+        from ..graph.export import cmd_build_model
+
+        return cmd_build_model(ns)
     instances = _instances(ns.op_file, ns.workload, parse_args_kv(ns.args or []))
     name = ns.name or Path(ns.op_file).stem
     res = export_library(
@@ -55,7 +59,8 @@ def add_build_parser(subparsers: Any) -> argparse.ArgumentParser:
     b = subparsers.add_parser(
         "build", help="build the best tuned schedules of an op file into a shared library + C header"
     )
-    b.add_argument("op_file", help="a Python file with @autosched.workload functions")
+    b.add_argument("op_file", help="a Python file with @autosched.workload functions, or a model .onnx")
+    b.add_argument("--input-shape", nargs="*", metavar="NAME=1x3x224", help="static shapes of model inputs")
     b.add_argument("--log", help="tuning log to take the best records from")
     b.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for lib<name>.so etc.")
     b.add_argument("--target", default="llvm-cpu", help="e.g. llvm-cpu, 'llvm-cpu -mcpu=x86-64-v3'")
