@@ -27,3 +27,7 @@ class TargetError(AutoschedError):
 
 class WorkloadError(AutoschedError):
     """A malformed op file or workload, or arguments that do not fit it."""
+
+
+class OnnxImportError(AutoschedError):
+    """An ONNX model the frontend cannot import: the message names the node, input or op, and why."""

@@ -26,6 +26,7 @@ class Input:
     name: str  # as in the ONNX graph
     tensor: Tensor  # a placeholder
     dtype: str  # numpy dtype the caller passes ("bool" for a bool input held as int32)
+    shape: tuple[int, ...] | None = None  # model's shape if not the tensor's: () for a scalar held as (1,)
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,6 +34,7 @@ class Output:
     name: str
     tensor: Tensor
     dtype: str  # numpy dtype the caller gets back
+    shape: tuple[int, ...] | None = None  # model's shape if not the tensor's: () for a scalar held as (1,)
 
 
 @dataclass(frozen=True, eq=False)

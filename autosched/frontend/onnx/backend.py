@@ -1,0 +1,156 @@
+"""An ``onnx.backend.base.Backend`` so ``onnx.backend.test`` runs our importer and generated kernels.
+
+``prepare`` imports the model and compiles the whole Graph as ONE te program (every output, the
+default schedule, ``autosched.build`` on llvm-cpu): real generated code, no numpy fallback. The fused,
+memory-planned compiled model of ``autosched.graph`` can replace :func:`compile_graph` once it exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep
+
+from ...build import build
+from ...errors import OnnxImportError
+from ...graph.ir import Graph
+from ...search_space.default import default_schedule
+from ...te.graph import topo_order
+from ...te.tensor import PlaceholderOp, Tensor
+from .context import identifier
+from .importer import from_onnx
+
+NOT_CONSTANT = "must be a constant known at import"  # the message of Node.const
+
+
+class CompiledGraph:
+    """A Graph built as one kernel; ``run`` takes and returns arrays as the ONNX model names them."""
+
+    def __init__(self, graph: Graph, target: str = "llvm-cpu"):
+        self.graph = graph
+        computed = []
+        for out in graph.outputs:
+            if not isinstance(out.tensor.op, PlaceholderOp) and out.tensor not in computed:
+                computed.append(out.tensor)
+        self.computed = computed
+        # Only the placeholders the kernel reads are its parameters (a model may ignore an input).
+        read = set(topo_order(computed))
+        self.used_inputs = [i for i, spec in enumerate(graph.inputs) if spec.tensor.op in read]
+        self.used_weights = [Tensor(op) for op in graph.weights if op in read]
+        leaves = [graph.inputs[i].tensor for i in self.used_inputs] + self.used_weights
+        self.kernel = None
+        if computed:
+            self.kernel = build(default_schedule(computed), [*leaves, *computed], target, name=_name(graph))
+
+    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
+        given = self._bind(inputs)
+        leaf_arrays = {t.op: a for t, a in zip([i.tensor for i in self.graph.inputs], given, strict=True)}
+        leaf_arrays.update(self.graph.weights)
+        buffers = [np.empty(t.shape, t.dtype) for t in self.computed]
+        if self.kernel is not None:
+            weights = (self.graph.weights[t.op] for t in self.used_weights)
+            self.kernel(*(given[i] for i in self.used_inputs), *weights, *buffers)
+        results = []
+        for out in self.graph.outputs:
+            if isinstance(out.tensor.op, PlaceholderOp):
+                array = np.array(leaf_arrays[out.tensor.op])
+            else:
+                array = buffers[self.computed.index(out.tensor)]
+            if out.shape is not None:
+                array = array.reshape(out.shape)
+            results.append(array.astype(out.dtype) if array.dtype != np.dtype(out.dtype) else array)
+        return results
+
+    def _bind(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
+        names = [i.name for i in self.graph.inputs]
+        if isinstance(inputs, Mapping):
+            unknown = sorted(set(inputs) - set(names))
+            missing = [n for n in names if n not in inputs]
+            if unknown or missing:
+                raise OnnxImportError(
+                    f"model {self.graph.name!r}: inputs {unknown} are unknown and {missing} missing "
+                    f"(its inputs: {names})"
+                )
+            arrays = [inputs[n] for n in names]
+        else:
+            arrays = list(inputs)
+            if len(arrays) != len(names):
+                raise OnnxImportError(
+                    f"model {self.graph.name!r}: got {len(arrays)} inputs, expected {names}"
+                )
+        out = []
+        for spec, array in zip(self.graph.inputs, arrays, strict=True):
+            a = np.asarray(array)
+            want = spec.shape if spec.shape is not None else spec.tensor.shape
+            if tuple(a.shape) != tuple(want) or a.dtype != np.dtype(spec.dtype):
+                raise OnnxImportError(
+                    f"input {spec.name!r}: expected {spec.dtype}{list(want)}, got {a.dtype}{list(a.shape)}"
+                )
+            out.append(np.ascontiguousarray(a.astype(spec.tensor.dtype).reshape(spec.tensor.shape)))
+        return out
+
+
+def _name(graph: Graph) -> str:
+    return identifier(graph.name) or "model"
+
+
+class AutoschedRep(BackendRep):
+    """A prepared model. One whose shapes depend on integer inputs (a Reshape fed its shape as an
+    input, as node tests do) is compiled at ``run``, with those inputs bound as constants."""
+
+    def __init__(self, model: onnx.ModelProto, target: str):
+        self.model, self.target = model, target
+        self.compiled: CompiledGraph | None = None
+        self.bound: dict[bytes, CompiledGraph] = {}
+        try:
+            self.compiled = CompiledGraph(from_onnx(model), target)
+        except OnnxImportError as e:
+            if NOT_CONSTANT not in str(e):
+                raise
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        arrays = [inputs] if isinstance(inputs, np.ndarray) else [np.asarray(a) for a in inputs]
+        if self.compiled is not None:
+            return tuple(self.compiled.run(arrays))
+        names = [vi.name for vi in self.model.graph.input if vi.name not in _initializers(self.model)]
+        fixed = {n: a for n, a in zip(names, arrays, strict=True) if a.dtype.kind in "iub"}
+        key = b"".join(n.encode() + a.tobytes() + str(a.shape).encode() for n, a in fixed.items())
+        if key not in self.bound:
+            self.bound[key] = CompiledGraph(from_onnx(self.model, constants=fixed), self.target)
+        compiled = self.bound[key]
+        return tuple(
+            compiled.run(
+                {
+                    i.name: a
+                    for i, a in zip(
+                        compiled.graph.inputs,
+                        [arrays[names.index(i.name)] for i in compiled.graph.inputs],
+                        strict=True,
+                    )
+                }
+            )
+        )
+
+
+def _initializers(model: onnx.ModelProto) -> set[str]:
+    return {i.name for i in model.graph.initializer}
+
+
+class AutoschedBackend(Backend):
+    """``onnx.backend.test.BackendTest(AutoschedBackend, __name__)`` runs the node tests on llvm-cpu."""
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> AutoschedRep:
+        return AutoschedRep(model, kwargs.get("target", "llvm-cpu"))
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return device == "CPU"
+
+
+prepare = AutoschedBackend.prepare
+run_model = AutoschedBackend.run_model
+supports_device = AutoschedBackend.supports_device

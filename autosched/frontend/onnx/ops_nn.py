@@ -1,0 +1,345 @@
+"""Neural-network ONNX ops: Conv, ConvTranspose, Gemm, MatMul, pools and normalizations.
+
+Conv, ConvTranspose (2-d), BatchNormalization and LayerNormalization reuse topi; pools are written in
+te here because ONNX's (N-d, dilations, ceil_mode, count_include_pad) are more general than topi's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ... import te, topi
+from ...te.expr import is_float
+from ...topi.elementwise import broadcast_read
+from ...topi.transform import lowest
+from .context import Node, Out
+from .ops_tensor import compute
+from .registry import converter
+
+CONVS = {1: topi.conv1d, 2: topi.conv2d, 3: topi.conv3d}
+
+
+def spatial_pads(
+    node: Node, sizes: tuple[int, ...], kernel: list[int], strides: list[int], dils: list[int]
+) -> tuple[list[int], list[int]]:
+    """(before, after) padding per spatial dim, from ``pads`` or ``auto_pad``."""
+    n = len(sizes)
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        pads = node.attr("pads") or [0] * (2 * n)
+        return list(pads[:n]), list(pads[n:])
+    if auto == "VALID":
+        return [0] * n, [0] * n
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise node.error(f"auto_pad {auto!r} is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER")
+    before, after = [], []
+    for size, k, s, d in zip(sizes, kernel, strides, dils, strict=True):
+        total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+        small, large = total // 2, total - total // 2
+        before.append(small if auto == "SAME_UPPER" else large)
+        after.append(large if auto == "SAME_UPPER" else small)
+    return before, after
+
+
+def channel_bias(node: Node, out: Any, bias_input: int) -> Any:
+    if not node.has(bias_input):
+        return out
+    b = node.tensor(bias_input)
+    return te.compute(out.shape, lambda *i: out[i] + b[i[1]], name="bias_add")
+
+
+@converter("Conv", since=1)
+@converter("Conv", since=11)
+@converter("Conv", since=22)
+def conv(node: Node) -> Any:
+    x, w = node.shape(0), node.shape(1)
+    n = len(x) - 2
+    if n not in CONVS:
+        raise node.error(f"input has {len(x)} dims; Conv supports 1-d, 2-d and 3-d (3 to 5 dims)")
+    kernel = node.attr("kernel_shape") or list(w[2:])
+    strides = node.attr("strides") or [1] * n
+    dils = node.attr("dilations") or [1] * n
+    before, after = spatial_pads(node, x[2:], kernel, strides, dils)
+    out = CONVS[n](node.tensor(0), node.tensor(1), strides, [*before, *after], dils, node.attr("group", 1))
+    return channel_bias(node, out, 2)
+
+
+@converter("ConvTranspose", since=1)
+@converter("ConvTranspose", since=11)
+@converter("ConvTranspose", since=22)
+def conv_transpose(node: Node) -> Any:
+    x, w = node.shape(0), node.shape(1)
+    n = len(x) - 2
+    if n not in (1, 2):
+        raise node.error(f"input has {len(x)} dims; ConvTranspose supports 1-d and 2-d")
+    kernel = node.attr("kernel_shape") or list(w[2:])
+    strides = node.attr("strides") or [1] * n
+    dils = node.attr("dilations") or [1] * n
+    opad = list(node.attr("output_padding") or [0] * n)
+    out_shape = node.attr("output_shape")
+    auto = node.attr("auto_pad", "NOTSET")
+    if out_shape or auto in ("SAME_UPPER", "SAME_LOWER"):
+        target = (
+            list(out_shape)[-n:] if out_shape else [size * s for size, s in zip(x[2:], strides, strict=True)]
+        )
+        before, after = [], []
+        for size, k, s, d, o, t in zip(x[2:], kernel, strides, dils, opad, target, strict=True):
+            total = s * (size - 1) + o + (k - 1) * d + 1 - t
+            if total < 0:  # the requested output is larger: the extra rows are output padding
+                opad[len(before)] += -total
+                total = 0
+            small, large = total // 2, total - total // 2
+            before.append(large if auto == "SAME_UPPER" else small)
+            after.append(small if auto == "SAME_UPPER" else large)
+    elif auto == "VALID":
+        before, after = [0] * n, [0] * n
+    else:
+        pads = node.attr("pads") or [0] * (2 * n)
+        before, after = list(pads[:n]), list(pads[n:])
+    data, weight = node.tensor(0), node.tensor(1)
+    if n == 1:  # as a 2-d transposed conv of height 1
+        data = topi.reshape(data, (x[0], x[1], 1, x[2]))
+        weight = topi.reshape(weight, (w[0], w[1], 1, w[2]))
+        strides, dils, opad = [1, *strides], [1, *dils], [0, *opad]
+        before, after = [0, *before], [0, *after]
+    out = topi.conv2d_transpose(data, weight, strides, [*before, *after], opad, dils, node.attr("group", 1))
+    if n == 1:
+        out = topi.reshape(out, (out.shape[0], out.shape[1], out.shape[3]))
+    return channel_bias(node, out, 2)
+
+
+@converter("Gemm", since=7)
+@converter("Gemm", since=9)
+@converter("Gemm", since=11)
+@converter("Gemm", since=13)
+def gemm(node: Node) -> Any:
+    a, b = node.tensor(0), node.tensor(1)
+    ta, tb = node.attr("transA", 0), node.attr("transB", 0)
+    alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
+    M, K = a.shape[::-1] if ta else a.shape
+    Kb, N = b.shape[::-1] if tb else b.shape
+    if K != Kb:
+        raise node.error(
+            f"A {list(a.shape)} (transA={ta}) and B {list(b.shape)} (transB={tb}) do not multiply"
+        )
+    k = te.reduce_axis((0, K), name="k")
+    prod = te.compute(
+        (M, N),
+        lambda i, j: te.sum((a[k, i] if ta else a[i, k]) * (b[j, k] if tb else b[k, j]), axis=k),
+        name="gemm",
+    )
+    if not node.has(2) and alpha == 1.0:
+        return prod
+    c = node.tensor(2) if node.has(2) else None
+    c_shape = node.shape(2) if node.has(2) else ()
+
+    def body(i: Any, j: Any) -> Any:
+        v = prod[i, j] if alpha == 1.0 else alpha * prod[i, j]
+        if c is None:
+            return v
+        cv = broadcast_read(c, (i, j)) if c_shape else c[0]
+        return v + (cv if beta == 1.0 else beta * cv)
+
+    return te.compute((M, N), body, name="gemm_epilogue")
+
+
+@converter("MatMul", since=1)
+@converter("MatMul", since=9)
+@converter("MatMul", since=13)
+def matmul(node: Node) -> Out:
+    sa, sb = node.shape(0), node.shape(1)
+    if not sa or not sb:
+        raise node.error("MatMul does not take scalars")
+    a2 = (1, *sa) if len(sa) == 1 else sa
+    b2 = (*sb, 1) if len(sb) == 1 else sb
+    if a2[-1] != b2[-2]:
+        raise node.error(f"shapes {list(sa)} and {list(sb)} do not multiply (K {a2[-1]} vs {b2[-2]})")
+    try:
+        batch = tuple(int(d) for d in __import__("numpy").broadcast_shapes(a2[:-2], b2[:-2]))
+    except ValueError:
+        raise node.error(f"batch dims of {list(sa)} and {list(sb)} do not broadcast") from None
+    M, K, N = a2[-2], a2[-1], b2[-1]
+    a, b = node.tensor(0), node.tensor(1)
+    k = te.reduce_axis((0, K), name="k")
+
+    def operand_index(
+        t_shape: tuple[int, ...], full: tuple[int, ...], bidx: Any, rows: Any
+    ) -> tuple[Any, ...]:
+        nb = len(full) - 2
+        own = bidx[len(bidx) - nb :] if nb else ()
+        lead = tuple(0 if d == 1 else i for i, d in zip(own, full[:nb], strict=True))
+        return lead + rows
+
+    def body(*i: Any) -> Any:
+        bidx, row, col = i[: len(batch)], i[len(batch)], i[len(batch) + 1]
+        ia = operand_index(sa, a2, bidx, (k,) if len(sa) == 1 else (row, k))
+        ib = operand_index(sb, b2, bidx, (k,) if len(sb) == 1 else (k, col))
+        return te.sum(a[ia] * b[ib], axis=k)
+
+    full = compute(node, (*batch, M, N), body, name="matmul")
+    shape = (*batch, *((M,) if len(sa) > 1 else ()), *((N,) if len(sb) > 1 else ()))
+    if shape == (*batch, M, N):
+        return full
+    t = full.tensor
+    return Out(topi.reshape(t, shape or (1,)) if shape else topi.reshape(t, (1,)), shape, full.dtype)
+
+
+@converter("BatchNormalization", since=7)
+@converter("BatchNormalization", since=9)
+@converter("BatchNormalization", since=14)
+@converter("BatchNormalization", since=15)
+def batch_norm(node: Node) -> Any:
+    if node.attr("training_mode", 0):
+        raise node.error("training_mode=1 computes batch statistics; autosched imports inference models only")
+    params = [node.tensor(i) for i in range(1, 5)]
+    return topi.batch_norm(node.tensor(0), *params, axis=1, epsilon=node.attr("epsilon", 1e-5))
+
+
+def pool(node: Node, kind: str) -> Any:
+    x = node.shape(0)
+    n = len(x) - 2
+    kernel = node.attr("kernel_shape")
+    strides = node.attr("strides") or [1] * n
+    dils = node.attr("dilations") or [1] * n
+    before, after = spatial_pads(node, x[2:], kernel, strides, dils)
+    ceil_mode = node.attr("ceil_mode", 0)
+    outs = []
+    for size, k, s, d, b, e in zip(x[2:], kernel, strides, dils, before, after, strict=True):
+        span = (k - 1) * d + 1
+        if ceil_mode:
+            o = -(-(size + b + e - span) // s) + 1
+            if (o - 1) * s >= size + b:  # the last window would start in the padding only
+                o -= 1
+        else:
+            o = (size + b + e - span) // s + 1
+        outs.append(o)
+    data = node.tensor(0)
+    rs = [te.reduce_axis((0, k), name=f"r{j}") for j, k in enumerate(kernel)]
+
+    def window(i: Any, lo_pad: bool) -> tuple[list[Any], Any]:
+        pos, inside = [], []
+        for j, (o, r, s, d, b) in enumerate(zip(i[2:], rs, strides, dils, before, strict=True)):
+            p = o * s + r * d - b
+            pos.append(p)
+            lo, hi = (-b, x[2 + j] + after[j]) if lo_pad else (0, x[2 + j])
+            inside.extend([p >= lo, p < hi])
+        return pos, te.all(*inside)
+
+    shape = (*x[:2], *outs)
+    if kind == "max":
+        low = te.const(lowest(data.dtype), data.dtype)
+
+        def max_body(*i: Any) -> Any:
+            pos, ok = window(i, lo_pad=False)
+            return te.max(te.if_then_else(ok, data[(*i[:2], *pos)], low), axis=rs)
+
+        return compute(node, shape, max_body, name="max_pool")
+
+    def sum_body(*i: Any) -> Any:
+        pos, ok = window(i, lo_pad=False)
+        return te.sum(te.if_then_else(ok, data[(*i[:2], *pos)], te.const(0, data.dtype)), axis=rs)
+
+    total = compute(node, shape, sum_body, name="pool_sum").tensor
+    include_pad = bool(node.attr("count_include_pad", 0))
+    rs_count = [te.reduce_axis((0, k), name=f"c{j}") for j, k in enumerate(kernel)]
+
+    def count_body(*i: Any) -> Any:
+        inside = []
+        for j, (o, r, s, d, b) in enumerate(zip(i[2:], rs_count, strides, dils, before, strict=True)):
+            p = o * s + r * d - b
+            lo, hi = (-b, x[2 + j] + after[j]) if include_pad else (0, x[2 + j])
+            inside.extend([p >= lo, p < hi])
+        return te.sum(
+            te.if_then_else(te.all(*inside), te.const(1, data.dtype), te.const(0, data.dtype)), axis=rs_count
+        )
+
+    count = compute(node, shape, count_body, name="pool_count").tensor
+    return te.compute(shape, lambda *i: total[i] / count[i], name="avg_pool")
+
+
+for _v in (1, 8, 10, 11, 12, 22):
+    converter("MaxPool", _v)(lambda node: pool(node, "max"))
+for _v in (1, 7, 10, 11, 19, 22):
+    converter("AveragePool", _v)(lambda node: pool(node, "avg"))
+
+
+@converter("GlobalAveragePool", since=1)
+@converter("GlobalAveragePool", since=22)
+def global_average_pool(node: Node) -> Any:
+    return topi.mean(node.tensor(0), axis=tuple(range(2, len(node.shape(0)))), keepdims=True)
+
+
+@converter("GlobalMaxPool", since=1)
+@converter("GlobalMaxPool", since=22)
+def global_max_pool(node: Node) -> Any:
+    return topi.max(node.tensor(0), axis=tuple(range(2, len(node.shape(0)))), keepdims=True)
+
+
+def softmax_like(node: Node, log: bool) -> Any:
+    shape = node.shape(0)
+    x = node.tensor(0)
+    if not is_float(x.dtype):
+        raise node.error(f"input is {x.dtype}; {node.op_type} takes floats")
+    axis = node.axis(node.attr("axis", -1 if node.opset >= 13 else 1), len(shape))
+    if node.opset < 13:  # the dims from axis on are one flattened axis
+        axes: tuple[int, ...] = tuple(range(axis, len(shape)))
+    else:
+        axes = (axis,)
+    if not log and len(axes) == 1:
+        return topi.softmax(x, axis=axis)
+    peak = topi.max(x, axis=axes, keepdims=True, name="softmax_max")
+    exp = te.compute(x.shape, lambda *i: te.exp(x[i] - broadcast_read(peak, i)), name="softmax_exp")
+    total = topi.sum(exp, axis=axes, keepdims=True, name="softmax_sum")
+    if log:
+        return te.compute(
+            x.shape,
+            lambda *i: x[i] - broadcast_read(peak, i) - te.log(broadcast_read(total, i)),
+            name="log_softmax",
+        )
+    return te.compute(x.shape, lambda *i: exp[i] / broadcast_read(total, i), name="softmax_norm")
+
+
+for _v in (1, 11, 13):
+    converter("Softmax", _v)(lambda node: softmax_like(node, log=False))
+    converter("LogSoftmax", _v)(lambda node: softmax_like(node, log=True))
+
+
+@converter("LayerNormalization", since=17)
+def layer_norm(node: Node) -> Any:
+    shape = node.shape(0)
+    x = node.tensor(0)
+    axis = node.axis(node.attr("axis", -1), len(shape))
+    inner = tuple(shape[axis:])
+
+    def full(i: int, default: float) -> Any:
+        """Scale or bias broadcast to the normalized dims (ONNX lets them be smaller)."""
+        if not node.has(i):
+            return te.compute(inner, lambda *j: te.const(default, x.dtype), name="ln_default")
+        t = node.tensor(i)
+        if t.shape == inner:
+            return t
+        return te.compute(inner, lambda *j: broadcast_read(t, j), name="ln_param")
+
+    return topi.layer_norm(x, full(1, 1.0), full(2, 0.0), axis=axis, epsilon=node.attr("epsilon", 1e-5))
+
+
+@converter("InstanceNormalization", since=6)
+@converter("InstanceNormalization", since=22)
+def instance_norm(node: Node) -> Any:
+    x = node.tensor(0)
+    axes = tuple(range(2, x.ndim))
+    count = float(math.prod(x.shape[2:]))
+    mean = topi.mean(x, axis=axes, keepdims=True, name="in_mean")
+    sq = te.compute(
+        x.shape, lambda *i: (x[i] - broadcast_read(mean, i)) * (x[i] - broadcast_read(mean, i)), name="in_sq"
+    )
+    var = topi.sum(sq, axis=axes, keepdims=True, name="in_var")
+    scale, bias = node.tensor(1), node.tensor(2)
+    eps = node.attr("epsilon", 1e-5)
+
+    def body(*i: Any) -> Any:
+        norm = (x[i] - broadcast_read(mean, i)) * te.rsqrt(broadcast_read(var, i) / count + eps)
+        return norm * scale[i[1]] + bias[i[1]]
+
+    return te.compute(x.shape, body, name="instance_norm")
