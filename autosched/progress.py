@@ -67,6 +67,9 @@ class TuneProgress:
         self.console.print(f"[yellow]note:[/] {text}")
 
     def report(self, event: str, task: TaskState) -> None:
+        if event == "reference":  # a large workload's reference takes seconds: say why nothing moves
+            self.note(f"{task.inst.name}: computing the reference...")
+            return
         key = id(task)
         if event == "start":
             self.ids[key] = self.progress.add_task(

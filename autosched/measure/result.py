@@ -55,6 +55,7 @@ class MeasureResult:
     error_msg: str = ""
     build_s: float = 0.0
     run_s: float = 0.0
+    check: str = "full"  # how the outputs were checked: "full", "numpy" or "sampled:N" (MeasureTask.check)
 
     def __post_init__(self) -> None:
         if self.error is not None and self.error not in ERROR_KINDS:

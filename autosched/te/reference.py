@@ -131,6 +131,44 @@ def reference_for(tensors: Sequence[Tensor], arrays: Sequence[np.ndarray]) -> li
     return evaluate(outputs, dict(zip(placeholders, given, strict=True)))
 
 
+def reference_work(outputs: Sequence[Tensor]) -> int:
+    """Points the evaluator visits for ``outputs`` (each compute's spatial x reduce extents)."""
+    return sum(_work(op) for op in topo_order(outputs) if isinstance(op, ComputeOp))
+
+
+def _work(op: ComputeOp) -> int:
+    return math.prod(op.shape) * math.prod(a.extent for a in op.reduce_axis)
+
+
+def evaluate_at(
+    outputs: Sequence[Tensor],
+    inputs: Mapping[Tensor | str, np.ndarray],
+    flat_indices: Sequence[np.ndarray],
+    *,
+    max_grid: int = MAX_GRID,
+) -> list[np.ndarray]:
+    """The values of each output at its flat (row-major) indices only, as 1-D arrays.
+
+    A large matmul is checked at a few thousand outputs without computing the rest: a costly compute
+    (more than ``max_grid`` points) is evaluated only where its readers need it; cheaper producers
+    (pads, elementwise stages) are evaluated whole, once. Example:
+    ``(c_at,) = evaluate_at([C], {A: a, B: b}, [np.array([0, 5])])`` is ``(a @ b).flat[[0, 5]]``.
+    """
+    ops = topo_order(outputs)
+    values = _bind_inputs(ops, inputs)
+    with np.errstate(all="ignore"):
+        for op in ops:
+            if isinstance(op, ComputeOp):
+                cheap = _work(op) <= max_grid
+                values[op] = _compute(op, values, max_grid) if cheap else _Lazy(op, values, max_grid)
+        got = []
+        for t, flat in zip(outputs, flat_indices, strict=True):
+            idx = np.unravel_index(np.asarray(flat, dtype=np.int64), t.shape)
+            value = values[t.op]
+            got.append(value.at(idx) if isinstance(value, _Lazy) else np.asarray(value[idx]))
+    return got
+
+
 # Inputs -----------------------------------------------------------------------------------------
 
 
@@ -272,6 +310,38 @@ def _reduce_box(ev: _Evaluator, red: Reduce, shape: tuple[int, ...], nsp: int, a
     return acc
 
 
+class _Lazy:
+    """A compute evaluated only at the points asked for: one grid dimension of points, then the
+    reduce axes, in chunks of at most ``max_grid`` points."""
+
+    def __init__(self, op: ComputeOp, values: dict[Any, Any], max_grid: int):
+        self.op, self.values, self.max_grid = op, values, max_grid
+        self.shape = op.shape
+
+    def at(self, idx: Sequence[Any]) -> np.ndarray:
+        op = self.op
+        arrays = np.broadcast_arrays(*idx)
+        flat = [np.asarray(a).reshape(-1) for a in arrays]
+        red = op.body if isinstance(op.body, Reduce) else None
+        raxes = red.axes if red is not None else ()
+        rshape = tuple(a.extent for a in raxes)
+        out = np.empty(flat[0].size, op.dtype)
+        chunk = max(1, self.max_grid // max(1, math.prod(rshape)))
+        for start in range(0, out.size, chunk):
+            part = [f[start : start + chunk] for f in flat]
+            n = part[0].size
+            point = IterVar("point", "int32", n, "spatial")  # grid dimension 0: the points
+            box = {point: (0, n), **{a: (0, a.extent) for a in raxes}}
+            env = {ax: p.reshape((n,) + (1,) * len(raxes)) for ax, p in zip(op.axis, part, strict=True)}
+            ev = _Evaluator(f"compute {op.name!r}", self.values, box, env)
+            if red is None:
+                out[start : start + n] = np.broadcast_to(ev.eval(op.body, None), (n,))
+            else:
+                acc_dtype = _accumulate_dtype(red.reducer, op.dtype)
+                out[start : start + n] = _reduce_box(ev, red, (n, *rshape), 1, acc_dtype)
+        return out.reshape(arrays[0].shape)
+
+
 # Expressions ------------------------------------------------------------------------------------
 
 
@@ -367,7 +437,8 @@ class _Evaluator:
 
     def _read(self, e: TensorRead, needed: Any) -> Any:
         array = self.values[e.tensor.op]
-        view = self._read_view(e, array)
+        lazy = isinstance(array, _Lazy)
+        view = None if lazy else self._read_view(e, array)
         if view is not None:
             return view
         indices = []
@@ -385,7 +456,7 @@ class _Evaluator:
                     )
                 i = np.clip(i, 0, size - 1)  # an untaken branch: any in-bounds value will do
             indices.append(i)
-        return array[tuple(indices)]
+        return array.at(indices) if lazy else array[tuple(indices)]
 
     def _read_view(self, e: TensorRead, array: np.ndarray) -> Any:
         """``A[i, k]`` with plain axes (or constants) in range: a strided view, no gather."""

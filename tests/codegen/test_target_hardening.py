@@ -1,10 +1,24 @@
 """Targets, timeouts and interrupts that used to crash or be ignored (issue 19)."""
 
+import os
+import signal
+import time
+from pathlib import Path
+
 import pytest
 
+from autosched import te
 from autosched.errors import TargetError
 from autosched.hai.llvm_cpu import llvm_cpu_names
+from autosched.measure.builder import LocalBuilder
+from autosched.measure.device_measurer import DeviceMeasurer
+from autosched.measure.runner import LocalRunner
+from autosched.measure.task import MeasureTask
+from autosched.search_space.default import default_schedule
+from autosched.search_space.gpu_sketch import default_gpu_schedule
 from autosched.target import parse_target
+
+from .test_opencl import _why as _opencl_why
 
 
 @pytest.mark.parametrize(
@@ -27,3 +41,50 @@ def test_known_cpu_and_features_parse():
     assert str(parse_target("llvm-cpu -mcpu=haswell -mattr=+avx2,-avx512f")) == (
         "llvm-cpu -mattr=+avx2,-avx512f -mcpu=haswell"
     )
+
+
+def _sigint_ignored(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    (line,) = [x for x in status.splitlines() if x.startswith("SigIgn:")]
+    return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/<pid>/status")
+def test_workers_ignore_ctrl_c_from_their_first_instruction():
+    # Ignored at spawn (inherited across exec), not only once the worker's code runs: a Ctrl-C while
+    # a worker still imports used to print its KeyboardInterrupt traceback.
+    runner = LocalRunner(timeout_s=30)
+    try:
+        runner._start()
+        assert _sigint_ignored(runner._proc.pid)
+        os.kill(runner._proc.pid, signal.SIGINT)
+        time.sleep(0.2)
+        assert runner._proc.is_alive()
+    finally:
+        runner.close()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the parent's is restored
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    task = MeasureTask.create("double", [A, B])
+    with LocalBuilder(n_workers=1) as builder:
+        (built,) = builder.build(task, [default_schedule(B, cores=1).trace])
+        assert built.ok, built.error_msg
+        pids = list(builder._pool._processes)
+        assert pids and all(_sigint_ignored(pid) for pid in pids)
+
+
+@pytest.mark.skipif(_opencl_why is not None, reason=_opencl_why or "")
+def test_opencl_candidate_past_the_timeout_is_killed_and_recorded():
+    M = 64
+    A, B = te.placeholder((M, M), name="A"), te.placeholder((M, M), name="B")
+    k = te.reduce_axis((0, M), name="k")
+    C = te.compute((M, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    task = MeasureTask.create("mm", [A, B, C], "opencl")
+    trace = default_gpu_schedule(C).trace
+    with DeviceMeasurer("opencl", repeat=2, timeout_s=0.005) as m:
+        (late,) = m.measure(task, [trace])
+        assert late.error == "timeout" and "killed" in late.error_msg, str(late)
+        assert m._proc is None  # the worker running it is gone
+        m.timeout_s = 60.0
+        (ok,) = m.measure(task, [trace])  # a fresh worker takes the next candidate
+    assert ok.error is None and len(ok.costs) == 2, str(ok)
