@@ -204,10 +204,11 @@ class Importer:
             if dim.HasField("dim_value") and dim.dim_value > 0:
                 shape.append(dim.dim_value)
                 continue
-            symbol = f"symbolic {dim.dim_param!r}" if dim.dim_param else "of unknown size"
+            symbol = f"symbolic ({dim.dim_param!r})" if dim.dim_param else "of unknown size"
+            example = "x".join(str(x.dim_value) if x.dim_value > 0 else "N" for x in dims)
             raise OnnxImportError(
                 f"input {name!r}: dimension {d} is {symbol}; give its size with input_shapes="
-                f"{{{name!r}: (...)}} (CLI: --input-shape {name}=1x3x224x224)"
+                f"{{{name!r}: (...)}} (CLI: --input-shape {name}={example}, N a number)"
             )
         return tuple(shape)
 
