@@ -24,8 +24,9 @@ def cmd_build(ns: argparse.Namespace) -> int:
     instances = _instances(ns.op_file, ns.workload, parse_args_kv(ns.args or []))
     name = ns.name or Path(ns.op_file).stem
     res = export_library(
-        instances, ns.output, log=ns.log, target=ns.target, name=name, allow_default=ns.allow_default
-    )
+        instances, ns.output, log=ns.log, target=ns.target, name=name, allow_default=ns.allow_default,
+        compile_timeout_s=ns.compile_timeout,
+    )  # fmt: skip
     for fn in res.functions:
         if fn.record is None:
             how = "default schedule (untuned)"
@@ -70,5 +71,19 @@ def add_build_parser(subparsers: Any) -> argparse.ArgumentParser:
     b.add_argument(
         "--allow-default", action="store_true", help="use the default schedule for workloads without a record"
     )
+    b.add_argument(
+        "--compile-timeout", type=_positive_seconds, metavar="S",
+        help="seconds one function may take to compile (default $AUTOSCHED_COMPILE_TIMEOUT or 300)",
+    )  # fmt: skip
     b.set_defaults(func=cmd_build)
     return b
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value

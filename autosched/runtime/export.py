@@ -153,10 +153,12 @@ def export_library(
     target: str = "llvm-cpu",
     name: str = "autosched",
     allow_default: bool = False,
+    compile_timeout_s: float | None = None,
 ) -> ExportResult:
     """Build ``out_dir/lib<name>.so``, ``out_dir/<name>.h`` and ``out_dir/manifest.json``.
 
-    Example: ``export_library([inst], "build", log="tuning_logs/matmul.jsonl", name="matmul")``.
+    Each function compiles in a worker within ``compile_timeout_s`` (default: ``$AUTOSCHED_COMPILE_TIMEOUT``
+    or 300 s) and a memory limit. Example: ``export_library([inst], "build", log="m.jsonl", name="mm")``.
     """
     from ..hai.registry import get_adapter
     from ..measure.isolated import compile_isolated
@@ -179,9 +181,11 @@ def export_library(
     for fn in functions:
         inst = fn.instance
         try:
-            objects.append(
-                compile_isolated(inst.tensors, len(inst.inputs), str(t), fn.trace, fn.symbol, link=False)
-            )
+            obj = compile_isolated(
+                inst.tensors, len(inst.inputs), str(t), fn.trace, fn.symbol,
+                link=False, timeout_s=compile_timeout_s,
+            )  # fmt: skip
+            objects.append(obj)
         except AutoschedError as e:
             whose = f"the record from {log}" if fn.record is not None else "the default schedule"
             raise ExportError(f"workload {inst.name}: {whose} does not build: {e}") from e
