@@ -1,0 +1,104 @@
+"""The model set, exported from torch at small sizes, imported, compiled and compared with onnxruntime.
+
+Skipped with a reason when torch, torchvision, transformers, onnxruntime or the ONNX frontend is not
+installed. Full sizes are marked slow.
+"""
+
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+EXPORT = Path(__file__).resolve().parents[2] / "benchmarks" / "models" / "export.py"
+SMALL = ["resnet18", "resnet50", "mobilenet_v2", "bert", "gpt2"]
+RTOL = 1e-4  # of the output's largest magnitude: float32 sums in another order
+
+
+def _missing() -> str | None:
+    for module in ("torch", "torchvision", "transformers", "onnx", "onnxruntime", "autosched.frontend.onnx"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:
+            found = False
+        if not found:
+            return module
+    return None
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=f"{_missing()} is not installed")
+
+
+@pytest.fixture(scope="module")
+def exporter():
+    spec = importlib.util.spec_from_file_location("model_export", EXPORT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["model_export"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("onnx")
+
+
+def _check_against_onnxruntime(exporter, path, name, small, run):
+    import onnxruntime as ort
+
+    inputs = exporter.example_inputs(name, small=small, seed=7)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, inputs), strict=True))
+    got = run(inputs)
+    assert got.keys() == expected.keys()
+    for key, want in expected.items():
+        assert got[key].shape == want.shape and got[key].dtype == want.dtype
+        err = np.abs(got[key] - want).max() / np.abs(want).max()
+        assert err < RTOL, f"{name}: output {key} max relative error {err:.2e}"
+
+
+def _compile(path):
+    import autosched
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the untuned-tasks warning: every task is untuned here
+        return autosched.compile_model(path)
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_small_model_matches_onnxruntime(exporter, model_dir, name):
+    path = exporter.export_model(name, model_dir, small=True)
+    model = _compile(path)
+    _check_against_onnxruntime(exporter, path, name, True, model.run)
+
+
+def test_bert_layers_are_deduplicated(exporter, model_dir):
+    from autosched.frontend.onnx import from_onnx
+    from autosched.graph.tasks import extract_tasks
+
+    tg = extract_tasks(from_onnx(exporter.export_model("bert", model_dir, small=True)))
+    assert len(tg.tasks) < len(tg.calls)
+    assert max(t.weight for t in tg.tasks) >= 2 * 3  # q, k, v projections of both layers
+
+
+def test_cli_build_then_load(exporter, model_dir, tmp_path, capsys):
+    import autosched
+    from autosched.cli import main
+
+    path = exporter.export_model("resnet18", model_dir, small=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["build", str(path), "-o", str(tmp_path / "rn18")]) == 0
+    assert "built model" in capsys.readouterr().out
+    model = autosched.load(tmp_path / "rn18")
+    _check_against_onnxruntime(exporter, path, "resnet18", True, model.run)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SMALL)
+def test_full_size_model_matches_onnxruntime(exporter, model_dir, name):
+    path = exporter.export_model(name, model_dir, small=False)
+    model = _compile(path)
+    _check_against_onnxruntime(exporter, path, name, False, model.run)
