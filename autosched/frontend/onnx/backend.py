@@ -20,10 +20,10 @@ from ...graph.ir import Graph
 from ...search_space.default import default_schedule
 from ...te.graph import topo_order
 from ...te.tensor import PlaceholderOp, Tensor
-from .context import identifier
+from .context import NotConstantError, identifier
 from .importer import from_onnx
 
-NOT_CONSTANT = "must be a constant known at import"  # the message of Node.const
+EMPTY_INPUT = "has size 0"  # an empty input: only a bound constant can hold it
 
 
 class CompiledGraph:
@@ -98,41 +98,42 @@ def _name(graph: Graph) -> str:
 
 
 class AutoschedRep(BackendRep):
-    """A prepared model. One whose shapes depend on integer inputs (a Reshape fed its shape as an
-    input, as node tests do) is compiled at ``run``, with those inputs bound as constants."""
+    """A prepared model. One whose shapes depend on its inputs (a Reshape fed its shape as an input,
+    as node tests do) is compiled at ``run``, with those inputs bound as constants."""
 
     def __init__(self, model: onnx.ModelProto, target: str):
         self.model, self.target = model, target
+        self.inputs = [vi.name for vi in model.graph.input if vi.name not in _initializers(model)]
         self.compiled: CompiledGraph | None = None
         self.bound: dict[bytes, CompiledGraph] = {}
         try:
             self.compiled = CompiledGraph(from_onnx(model), target)
+        except NotConstantError as e:
+            if e.value not in self.inputs:
+                raise
         except OnnxImportError as e:
-            if NOT_CONSTANT not in str(e):
+            if EMPTY_INPUT not in str(e):
                 raise
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         arrays = [inputs] if isinstance(inputs, np.ndarray) else [np.asarray(a) for a in inputs]
         if self.compiled is not None:
             return tuple(self.compiled.run(arrays))
-        names = [vi.name for vi in self.model.graph.input if vi.name not in _initializers(self.model)]
-        fixed = {n: a for n, a in zip(names, arrays, strict=True) if a.dtype.kind in "iub"}
-        key = b"".join(n.encode() + a.tobytes() + str(a.shape).encode() for n, a in fixed.items())
-        if key not in self.bound:
-            self.bound[key] = CompiledGraph(from_onnx(self.model, constants=fixed), self.target)
+        given = dict(zip(self.inputs, arrays, strict=True))
+        fixed = {n: a for n, a in given.items() if a.size == 0}
+        while True:  # bind, one at a time, each input that a shape-like position needs
+            key = b"".join(n.encode() + a.tobytes() + str(a.shape).encode() for n, a in sorted(fixed.items()))
+            if key in self.bound:
+                break
+            try:
+                self.bound[key] = CompiledGraph(from_onnx(self.model, constants=fixed), self.target)
+                break
+            except NotConstantError as e:
+                if e.value not in given or e.value in fixed:
+                    raise
+                fixed[e.value] = given[e.value]
         compiled = self.bound[key]
-        return tuple(
-            compiled.run(
-                {
-                    i.name: a
-                    for i, a in zip(
-                        compiled.graph.inputs,
-                        [arrays[names.index(i.name)] for i in compiled.graph.inputs],
-                        strict=True,
-                    )
-                }
-            )
-        )
+        return tuple(compiled.run({i.name: given[i.name] for i in compiled.graph.inputs}))
 
 
 def _initializers(model: onnx.ModelProto) -> set[str]:

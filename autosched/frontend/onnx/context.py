@@ -23,6 +23,14 @@ from ...te import Tensor, placeholder
 SUPPORTED_DTYPES = ("float32", "float64", "int32", "int64", "bool")
 
 
+class NotConstantError(OnnxImportError):
+    """A shape-like input (Reshape's shape, Slice's starts...) computed at run time; names the value."""
+
+    def __init__(self, message: str, value: str):
+        super().__init__(message)
+        self.value = value
+
+
 def te_dtype(dtype: str) -> str:
     """The te dtype that holds an ONNX dtype (bool is int32 0/1)."""
     return "int32" if dtype == "bool" else dtype
@@ -125,9 +133,14 @@ class Node:
         """Input ``i``'s value, which must be known at import (a weight or folded from shapes)."""
         v = self.input(i)
         if v.const is None:
-            raise self.error(
-                f"input {i} ({what}, {v.name!r}) must be a constant known at import, but it is computed "
-                "from the model's inputs; autosched compiles static shapes only"
+            raise NotConstantError(
+                str(
+                    self.error(
+                        f"input {i} ({what}, {v.name!r}) must be a constant known at import, but it is "
+                        "computed from the model's inputs; autosched compiles static shapes only"
+                    )
+                ),
+                v.name,
             )
         return v.const
 

@@ -204,6 +204,11 @@ class Importer:
             if dim.HasField("dim_value") and dim.dim_value > 0:
                 shape.append(dim.dim_value)
                 continue
+            if dim.HasField("dim_value"):
+                raise OnnxImportError(
+                    f"input {name!r}: dimension {d} has size 0; te tensors need every dim >= 1 (an empty "
+                    "input can only be bound as a constant)"
+                )
             symbol = f"symbolic ({dim.dim_param!r})" if dim.dim_param else "of unknown size"
             example = "x".join(str(x.dim_value) if x.dim_value > 0 else "N" for x in dims)
             raise OnnxImportError(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from ... import te, topi
 from ...te.expr import is_float
 from ...topi.elementwise import broadcast_read
@@ -90,8 +92,8 @@ def conv_transpose(node: Node) -> Any:
                 opad[len(before)] += -total
                 total = 0
             small, large = total // 2, total - total // 2
-            before.append(large if auto == "SAME_UPPER" else small)
-            after.append(small if auto == "SAME_UPPER" else large)
+            before.append(small if auto == "SAME_UPPER" else large)
+            after.append(large if auto == "SAME_UPPER" else small)
     elif auto == "VALID":
         before, after = [0] * n, [0] * n
     else:
@@ -156,7 +158,7 @@ def matmul(node: Node) -> Out:
     if a2[-1] != b2[-2]:
         raise node.error(f"shapes {list(sa)} and {list(sb)} do not multiply (K {a2[-1]} vs {b2[-2]})")
     try:
-        batch = tuple(int(d) for d in __import__("numpy").broadcast_shapes(a2[:-2], b2[:-2]))
+        batch = tuple(int(d) for d in np.broadcast_shapes(a2[:-2], b2[:-2]))
     except ValueError:
         raise node.error(f"batch dims of {list(sa)} and {list(sb)} do not broadcast") from None
     M, K, N = a2[-2], a2[-1], b2[-1]
@@ -321,7 +323,22 @@ def layer_norm(node: Node) -> Any:
             return t
         return te.compute(inner, lambda *j: broadcast_read(t, j), name="ln_param")
 
-    return topi.layer_norm(x, full(1, 1.0), full(2, 0.0), axis=axis, epsilon=node.attr("epsilon", 1e-5))
+    eps = node.attr("epsilon", 1e-5)
+    if not any(node.proto.output[1:]):
+        return topi.layer_norm(x, full(1, 1.0), full(2, 0.0), axis=axis, epsilon=eps)
+    # Mean and InvStdDev are asked for too: the statistics as their own stages.
+    axes = tuple(range(axis, len(shape)))
+    mean = topi.mean(x, axis=axes, keepdims=True, name="ln_mean")
+    sq = te.compute(x.shape, lambda *i: te.pow(x[i] - broadcast_read(mean, i), 2.0), name="ln_sq")
+    var = topi.mean(sq, axis=axes, keepdims=True, name="ln_var")
+    inv = te.compute(var.shape, lambda *i: te.rsqrt(var[i] + eps), name="ln_inv_std")
+    gamma, beta = full(1, 1.0), full(2, 0.0)
+
+    def body(*i: Any) -> Any:
+        norm = (x[i] - broadcast_read(mean, i)) * broadcast_read(inv, i)
+        return norm * gamma[i[axis:]] + beta[i[axis:]]
+
+    return [te.compute(x.shape, body, name="layer_norm"), mean, inv]
 
 
 @converter("InstanceNormalization", since=6)

@@ -368,7 +368,9 @@ def pad(node: Node) -> Out:
         if mode == "reflect":
             j = te.abs(j) if b > 0 else j
             j = te.if_then_else(j >= d, 2 * (d - 1) - j, j) if d > 1 else te.const(0, "int32")
-            return j, None
+            return te.max(te.min(j, d - 1), 0), None  # the clamp lets bound checking see it in range
+        if mode == "wrap":
+            return te.max(te.min(j % d, d - 1), 0), None
         return j, te.all(j >= 0, j < d)
 
     def body(*i: Any) -> Any:
@@ -382,8 +384,8 @@ def pad(node: Node) -> Out:
             return te.if_then_else(te.all(*inside), read(node, 0, pos), fill)
         return read(node, 0, pos)
 
-    if mode not in ("constant", "edge", "reflect"):
-        raise node.error(f"mode {mode!r} is not supported (constant, edge and reflect are)")
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise node.error(f"mode {mode!r} is not one of constant, edge, reflect, wrap")
     return compute(node, out, body)
 
 
