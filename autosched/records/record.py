@@ -111,7 +111,10 @@ class TuningRecord:
         args = {str(k): _arg_value(str(k), v) for k, v in self.workload_args.items()}
         object.__setattr__(self, "workload_args", args)
         object.__setattr__(self, "trace", tuple(self.trace))
-        costs = tuple(float(c) for c in self.costs)
+        try:
+            costs = tuple(float(c) for c in self.costs)
+        except (OverflowError, TypeError, ValueError):
+            raise RecordError(f"costs: expected finite seconds >= 0, got {self.costs!r:.80}") from None
         if any(not math.isfinite(c) or c < 0 for c in costs):
             raise RecordError(f"costs: expected finite seconds >= 0, got {list(costs)}")
         object.__setattr__(self, "costs", costs)
@@ -188,7 +191,7 @@ class TuningRecord:
             raise RecordError(f"field 'trace': {e}") from None
         flops = _field(data, "flops", (int, float))
         if not _is_number(flops):
-            raise RecordError(f"field 'flops': expected a number, got {flops!r}")
+            raise RecordError(f"field 'flops': expected a finite number, got {flops!r:.40}")
         timestamp = _field(data, "timestamp", str)
         _check_timestamp(timestamp)
         decisions = _field(data, "decisions", dict) if "decisions" in data else None  # optional
@@ -215,7 +218,13 @@ def _reject_constant(name: str) -> Any:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A JSON number that is a finite float (an integer of 400 digits is not)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def _field(obj: dict[str, Any], name: str, types: type | tuple[type, ...], prefix: str = "") -> Any:

@@ -104,10 +104,10 @@ class Step:
     @staticmethod
     def from_json(data: Any) -> Step:
         if not (isinstance(data, list) and len(data) == 3 and isinstance(data[2], list)):
-            raise ScheduleError(f"trace: a step must be [primitive, stage, args], got {data!r}")
+            raise ScheduleError(f"trace: a step must be [primitive, stage, args], got {data!r:.120}")
         primitive, stage, args = data
-        if primitive not in PRIMITIVES:
-            raise ScheduleError(f"trace: unknown primitive {primitive!r}")
+        if not isinstance(primitive, str) or primitive not in PRIMITIVES:
+            raise ScheduleError(f"trace: unknown primitive {primitive!r:.80}")
         if _arg_problem("name", stage) is not None:
             raise ScheduleError(f"trace: {primitive} step names stage {stage!r:.80}, expected a name")
         n = len(PRIMITIVES[primitive])
