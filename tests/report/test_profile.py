@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import pytest
 
+import autosched
 from autosched.ops import workloads as ops_workloads
 from autosched.report.profile import format_profile, profile_directory, profile_section
 from autosched.runtime.export import export_library
@@ -59,3 +61,23 @@ def test_profile_of_a_directory_that_is_no_library(tmp_path):
     )  # fmt: skip
     assert r.returncode == 2
     assert "autosched build" in r.stderr  # the loader's message says what the directory should be
+
+
+def test_profile_of_a_compiled_model_counts_each_task_as_often_as_it_runs(tmp_path):
+    from autosched.graph.export import export_model
+
+    from ..graph.builders import resnet_like
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "3 of 3 tasks untuned": default schedules
+        res = export_model(resnet_like(blocks=2), tmp_path / "model")
+    prof = profile_directory(res.directory, repeat=2, pause_s=0.0, warmup_s=0.0)
+    manifest_tasks = {t["function"]: t for t in autosched.load(res.directory).plan["tasks"]}
+    assert {k.name for k in prof.kernels} == set(manifest_tasks)
+    for k in prof.kernels:
+        assert k.calls == manifest_tasks[k.name]["weight"]
+        assert k.flops == manifest_tasks[k.name]["flops"]
+        assert k.check.startswith("not checked: a task of the model")
+    assert prof.total_s == pytest.approx(sum(k.calls * k.median_s for k in prof.kernels))
+    assert sum(k.share for k in prof.kernels) == pytest.approx(1.0)
+    assert "calls" in format_profile(prof)
