@@ -195,8 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = build_parser().parse_args(argv)
-    if ns.debug:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv  # anywhere: `autosched tune op.py --debug` too
+    ns = build_parser().parse_args([a for a in argv if a != "--debug"])
+    if debug:
         return int(ns.func(ns))
     try:
         return int(ns.func(ns))

@@ -191,6 +191,8 @@ def test_what_escapes_a_command_is_one_line_and_debug_shows_the_traceback(monkey
     assert_one_line_error(code, err, *words)
     with pytest.raises(type(exc)):
         main(["--debug", "devices"])
+    with pytest.raises(type(exc)):
+        main(["devices", "--debug"])
 
 
 def test_ctrl_c_is_one_line_exit_130(monkeypatch, capsys):
@@ -272,3 +274,50 @@ def test_compare_times_the_kernel_without_the_call_checks(monkeypatch):
     assert (ours, ref) == (1.0, 2.0)
     with pytest.raises(RunError, match="disagrees with the workload's numpy baseline"):
         compare.compare_with_baseline(inst.tensors, trace, "llvm-cpu", [a, b], lambda x, y: [x @ y + 1])
+
+
+# --- records checked where they are used: tune --resume and the op library ---------------------------------
+
+
+def _crafted_lines(inst, good):
+    """Line 2: an unroll step of 10**12 (refused when parsed); line 3: a vector of 256 lanes (refused
+    against the workload); both claim to be far faster than the good record on line 1."""
+    unroll = json.loads(good.to_json_line())
+    unroll["trace"].append(["pragma", "C", ["i", "auto_unroll_max_step", 10**12]])
+    unroll["costs"] = [1e-9]
+    wide = json.loads(good.to_json_line())
+    wide["trace"] = [["fuse", "C", [["i", "j"]]], ["vectorize", "C", ["i.j.fused"]]]
+    wide["costs"] = [1e-9]
+    return "\n".join([good.to_json_line(), json.dumps(unroll), json.dumps(wide)]) + "\n"
+
+
+def test_resume_folds_in_only_records_that_fit(tmp_path, monkeypatch):
+    from autosched.measure.fake import FakeMeasurer
+    from autosched.records import validate
+    from autosched.tune import TuneOptions, Tuner
+
+    monkeypatch.setattr(validate, "MAX_VECTOR_LANES", 128)
+    inst = small_matmul(16)
+    log = tmp_path / "l.jsonl"
+    fake = FakeMeasurer(lambda trace: 1e-3)
+    opts = TuneOptions(trials=2, batch_size=2, baseline=False, resume=True, strategy="random")
+    tuner = Tuner([inst], "llvm-cpu", log, opts, measurer=fake)
+    good = make_record(inst, tuner.target, tuner.chip, records(1)[0].trace, (1e-3,))
+    log.write_text(_crafted_lines(inst, good))
+    (task,) = tuner.tasks
+    notes = tuner.load_previous(task)
+    assert any(n.startswith(f"{log}:2: ") and "auto_unroll_max_step" in n for n in notes), notes
+    assert any(n.startswith(f"{log}:3: ") and "256 iterations is vectorized" in n for n in notes), notes
+    assert task.previous == 1 and task.best_trace == good.trace
+
+
+def test_op_library_never_takes_a_record_that_does_not_fit(tmp_path, monkeypatch):
+    from autosched.ops.logs import best_record
+    from autosched.records import validate
+
+    monkeypatch.setattr(validate, "MAX_VECTOR_LANES", 128)
+    inst = small_matmul(16)
+    good = records(1)[0]
+    log = tmp_path / "l.jsonl"
+    log.write_text(_crafted_lines(inst, good))
+    assert best_record([log], inst, good.fingerprint) == good
