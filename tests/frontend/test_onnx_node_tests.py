@@ -1,0 +1,75 @@
+"""The ONNX backend node tests of every op we claim, through our importer and generated kernels.
+
+Each claimed op must pass all of its node tests except the exclusions below, each with its reason.
+A test fails on any other failure, and also when an excluded case starts to pass (drop it then).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("onnx")
+
+from autosched.frontend.onnx.node_tests import load_cases, run_case
+
+CLAIMED = """
+Abs Add And ArgMax ArgMin AveragePool BatchNormalization Cast CastLike Ceil Celu Clip Concat Constant
+ConstantOfShape Conv ConvTranspose CumSum Div Dropout Elu Equal Erf Exp Expand EyeLike Flatten Floor Gather
+GatherElements Gelu Gemm GlobalAveragePool GlobalMaxPool Greater GreaterOrEqual HardSigmoid HardSwish Identity
+InstanceNormalization LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax MatMul Max MaxPool Mean
+Min Mish Mod Mul Neg Not Or PRelu Pad Pow Range Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp
+ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu Reshape Round Selu Shape Sigmoid
+Sign Size Slice Softmax Softplus Softsign Split Sqrt Squeeze Sub Sum Tanh ThresholdedRelu Tile Transpose
+Trilu Unsqueeze Where Xor
+""".split()
+
+DTYPE = "which autosched does not support"
+EMPTY = "need every dim >= 1"
+# Case-name pattern -> (why we do not pass it, the text its failure must hold). te holds float32/64 and
+# int32/64 (bool as int32) only, and every te dim is >= 1; an excluded case failing otherwise fails here.
+EXCLUDED = {
+    r".*(u?int(2|4|8|16)|uint(32|64)|UINT|INT(2|4|8|16))(_|$).*": ("unsupported dtype", DTYPE),
+    r".*(float16|FLOAT16|bfloat16|BFLOAT16|FLOAT8|FLOAT4|float8|float4|STRING|string).*": (
+        "unsupported dtype",
+        DTYPE,
+    ),
+    r"test_.*empty_set.*|test_.*_zero|test_reshape_allowzero_reordered|test_shape_start_greater_than_end|"
+    r"test_slice_start_out_of_bounds|test_split_zero_size_splits_.*|test_constantofshape_int_shape_zero": (
+        "an empty tensor (a dim of size 0)",
+        EMPTY,
+    ),
+    r"test_batchnorm_.*training_mode|test_training_dropout.*": ("training mode", "inference models only"),
+    r"test_identity_sequence|test_identity_opt": ("sequence and optional types", "is not a tensor"),
+    r"test_maxpool_with_argmax_.*": ("MaxPool's Indices output", "output 1 ('z') is not supported"),
+    r"test_convtranspose_3d": ("3-d ConvTranspose (topi's is 2-d; 1-d goes through it)", "1-d and 2-d"),
+    r"test_mod_float_edge_cases_fmod_0_.*": (
+        "float Mod with fmod=0 (invalid ONNX) at inf and nan",
+        "mismatch",
+    ),
+}
+
+
+def excluded(name: str) -> tuple[str, str] | None:
+    return next((v for pattern, v in EXCLUDED.items() if re.fullmatch(pattern, name)), None)
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return load_cases(CLAIMED)
+
+
+@pytest.mark.parametrize("op", CLAIMED)
+def test_node_tests_of_claimed_op(op, cases):
+    assert op in cases, f"{op} has no node tests in the installed onnx"
+    failures, now_passing = [], []
+    for case in cases[op]:
+        why = run_case(case)
+        exclusion = excluded(case.name)
+        if why is None and exclusion is not None:
+            now_passing.append(case.name)
+        elif why is not None and (exclusion is None or exclusion[1] not in why):
+            failures.append(f"{case.name}: {why}")
+    assert not failures, "\n".join(failures)
+    assert not now_passing, f"excluded cases that pass now (drop them from EXCLUDED): {now_passing}"
