@@ -15,9 +15,10 @@ Example::
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..records.show import format_seconds
 from ..te.workload import WorkloadInstance
@@ -59,9 +60,15 @@ def build_report(
     return Report(page(title, "".join(body), embedded), tuple(notes), data)
 
 
-def write_report(paths: Sequence[str | Path], out: str | Path, **kwargs: object) -> Report:
+def write_report(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    *,
+    op_files: Sequence[str] = (),
+    extra_sections: Sequence[str] = (),
+) -> Report:
     """Build the page and write it to ``out`` (its folder is created)."""
-    report = build_report(paths, **kwargs)  # type: ignore[arg-type]
+    report = build_report(paths, op_files=op_files, extra_sections=extra_sections)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report.html, encoding="utf-8")
@@ -131,9 +138,10 @@ def _stats_section(tasks: Sequence[TaskStats]) -> str:
     return section("Tuning statistics", *parts, css_id="stats")
 
 
-def _svg(make: object, figure_notes: list[str]) -> str:
+def _svg(make: Callable[[], Any], figure_notes: list[str]) -> str:
+    """The figure ``make`` draws, as SVG; without matplotlib a note instead (the tables still show)."""
     try:
-        return svg_of(make())  # type: ignore[operator]
+        return svg_of(make())
     except ReportDependencyError as e:
         figure_notes.append(str(e))
         return note(f"figure not drawn: {e}")

@@ -135,3 +135,21 @@ def test_chip_roof_reads_measured_and_old_facts():
                      "extra": {"facts": "measured", "l2_bandwidth_gbs": 200.0}})  # fmt: skip
     assert new.measured and new.bound(2.0) == 40.0 and new.bound(100.0) == 500.0
     assert chip_roof({}).bound(5.0) == 0.0
+
+
+def test_a_directory_given_as_log_is_a_note(tmp_path):
+    report = build_report([tmp_path])
+    assert any(n.startswith(f"{tmp_path}: not read") for n in report.notes)
+    assert "not read" in report.html
+
+
+def test_opencl_records_show_opencl_c(tmp_path):
+    pytest.importorskip("pyopencl", reason="the opencl extra (pyopencl) is not installed")
+    from autosched.errors import AutoschedError
+
+    try:
+        log = fake_tune(tmp_path / "cl.jsonl", "opencl", trials=4)
+    except AutoschedError as e:  # no OpenCL platform or device here
+        pytest.skip(f"no OpenCL device: {e}")
+    html = build_report([log]).html
+    assert "<summary>OpenCL C</summary>" in html and "__kernel" in html
