@@ -15,12 +15,15 @@ for starting it. Example::
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import functools
+import importlib.machinery
 import os
 import shutil
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +116,27 @@ def _address_space() -> int:
         return 0
 
 
+@contextlib.contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """While workers start: a spawned child re-imports the caller's ``__main__`` (re-running a script
+    without an ``if __name__ == "__main__"`` guard, whose ops call would then spawn again and fail),
+    unless ``__main__``'s spec is named ``__main__``. The worker needs none of it: build functions
+    are module level."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    had, saved = hasattr(main, "__spec__"), getattr(main, "__spec__", None)
+    main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+    try:
+        yield
+    finally:
+        if had:
+            main.__spec__ = saved
+        else:
+            del main.__spec__
+
+
 def _builder(memory_bytes: int) -> LocalBuilder:
     with _lock:
         b = _builders.get(memory_bytes)
@@ -152,7 +176,7 @@ def compile_isolated(
     fn = build_fn or (build_candidate if link else compile_object_job)
     task = _CompileTask(tuple(args), n_inputs, str(target), func_name)
     builder = _builder(memory_bytes)
-    with _lock:  # one job at a time per worker; the builder is not thread-safe
+    with _lock, _main_not_rerun():  # one job at a time per worker; the builder is not thread-safe
         builder.timeout_s = timeout_s
         builder.build_fn = functools.partial(_limited, memory_bytes, fn)
         [res] = builder.build(task, [trace])  # type: ignore[arg-type]
