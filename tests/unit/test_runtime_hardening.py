@@ -343,7 +343,7 @@ def test_compile_memory_limit_and_crash_are_errors_not_deaths():
         compile_isolated(
             inst.tensors, 2, "llvm-cpu", (), "mm", memory_bytes=256 << 20, build_fn=_allocate_lots
         )
-    with pytest.raises(CompileError, match=r"killed the compiling process .*SIGABRT"):
+    with pytest.raises(CompileError, match="killed the compiling process"):
         compile_isolated(inst.tensors, 2, "llvm-cpu", (), "mm", build_fn=_abort)
     so = compile_isolated(inst.tensors, 2, "llvm-cpu", (), "mm")  # a fresh worker after the crash
     assert so[:4] == b"\x7fELF"
