@@ -108,8 +108,9 @@ def print_summary(tasks: list[TaskState], tuner: Any, console: Console | None = 
         )  # fmt: skip
     console.print(table)
     console.print(
-        "vs numpy = numpy's time / autosched's time: the best kernel and numpy re-timed in turns at the "
-        "end of this run (> 1: autosched is faster)"
+        "vs numpy = numpy's time / autosched's time: the best kernel (its compiled entry point, called "
+        "as the runner calls it) and numpy re-timed in turns at the end of this run (> 1: autosched is "
+        "faster)"
     )
     for t in tasks:
         if t.best_trace is None:

@@ -221,7 +221,8 @@ class Tuner:
         from .search.transfer import load_transfer
 
         o = self.options
-        ts = load_transfer(o.transfer_from, workload_key=task.inst.key, fingerprint=self.fingerprint)
+        ts = load_transfer(o.transfer_from, workload_key=task.inst.key, fingerprint=self.fingerprint,
+                           workload=task.inst)  # fmt: skip
         notes = [str(p) for p in ts.problems]
         traces, costs = [], []
         for rec in ts.same_chip:

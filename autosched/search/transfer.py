@@ -84,11 +84,16 @@ class TransferSet:
         return line
 
 
-def load_transfer(paths: Sequence[str | Path], *, workload_key: str, fingerprint: str) -> TransferSet:
-    """Records of ``workload_key`` in ``paths``, split into other chips and this one (``fingerprint``)."""
+def load_transfer(
+    paths: Sequence[str | Path], *, workload_key: str, fingerprint: str, workload: Any = None
+) -> TransferSet:
+    """Records of ``workload_key`` in ``paths``, split into other chips and this one (``fingerprint``).
+
+    With ``workload`` (the instance), records that do not fit it are problems, not records (issue 19).
+    """
     ts = TransferSet([str(p) for p in paths])
     for path in paths:
-        res = load_records(path, workload_key=workload_key)
+        res = load_records(path, workload_key=workload_key, workload=workload)
         ts.problems.extend(res.problems)
         ts.other_workloads += res.other_workloads
         for rec in res.records:
