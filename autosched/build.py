@@ -79,14 +79,22 @@ class IsolatedFunction:
     ``kernel.cfunc`` is the C entry point, for callers that time it without the argument checks.
     """
 
-    def __init__(self, name: str, args: Sequence[Tensor], kernel: Any):
+    def __init__(self, name: str, args: Sequence[Tensor], kernel: Any, target: Target):
         self.name = name
         self.args = tuple(args)
         self.n_inputs = count_inputs(args)
         self.kernel = kernel  # a runtime.link.LoadedKernel
+        threads = target.get("num-threads")
+        self._set_threads = None
+        if threads:  # as the adapter's launch does: the target's thread count, for parallel loops
+            set_threads = get_adapter(target).set_num_threads
+            self._set_threads = lambda: set_threads(int(threads))
 
     def __call__(self, *arrays: Any) -> None:
-        self.kernel(check_arrays(self.name, self.args, arrays, self.n_inputs))
+        checked = check_arrays(self.name, self.args, arrays, self.n_inputs)
+        if self._set_threads is not None:
+            self._set_threads()
+        self.kernel(checked)
 
 
 def build_isolated(
@@ -106,13 +114,14 @@ def build_isolated(
     from .measure.isolated import compile_isolated
     from .runtime.link import LoadedKernel, load_function
     from .runtime.scratch import scratch_dir
+    from .target import parse_target
 
+    t = parse_target(target)
     so = compile_isolated(
-        list(args), count_inputs(args), str(target), trace, name,
-        timeout_s=timeout_s, memory_bytes=memory_bytes,
-    )  # fmt: skip
+        list(args), count_inputs(args), str(t), trace, name, timeout_s=timeout_s, memory_bytes=memory_bytes
+    )
     with scratch_dir("autosched-build-") as tmp:
         path = Path(tmp) / f"{name}.so"
         path.write_bytes(so)
         kernel = LoadedKernel(load_function(path, name, len(args)), path)  # mapped: the file may go
-    return IsolatedFunction(name, args, kernel)
+    return IsolatedFunction(name, args, kernel, t)
