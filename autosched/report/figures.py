@@ -112,7 +112,10 @@ def roofline_figure(points: Sequence[RooflinePoint], roof: ChipRoof, title: str 
     ys = [p.gflops for p in points] + ([peak] if peak > 0 else [])
     if ys:
         ax.set_ylim(min(ys) / 2, max(ys) * 2)
+    from matplotlib.ticker import NullFormatter
+
     ax.set_xlim(lo, hi)
+    ax.xaxis.set_minor_formatter(NullFormatter())  # labelled decades only: minor labels overlapped
     ax.set_xlabel("arithmetic intensity (FLOP / byte moved, compulsory)")
     ax.set_ylabel("GFLOP/s")
     ax.grid(alpha=0.3, which="both")
