@@ -186,6 +186,9 @@ def _roofline_section(
             if isinstance(inst, str):
                 unplaced.append(f"{t.label}: {inst}")
                 continue
+            if t.flops <= 0 or t.best_gflops <= 0:  # a log axis has no place for zero
+                unplaced.append(f"{t.label}: its records give no FLOP count")
+                continue
             points.append(RooflinePoint(_short(t), t.flops / compulsory_bytes(inst.tensors), t.best_gflops))
         facts = roof.describe()
         title = f"{chip.get('name', fp)} [{fp}]"

@@ -153,3 +153,16 @@ def test_opencl_records_show_opencl_c(tmp_path):
         pytest.skip(f"no OpenCL device: {e}")
     html = build_report([log]).html
     assert "<summary>OpenCL C</summary>" in html and "__kernel" in html
+
+
+def test_records_without_flop_count_and_bad_op_files_are_notes(tmp_path):
+    if not SHIPPED:
+        pytest.skip("no shipped logs")
+    src = read_log(SHIPPED[0])[0][0]
+    log = tmp_path / "noflops.jsonl"
+    log.write_text(src.to_json_line().replace(f'"flops":{src.flops}', '"flops":0.0') + "\n")
+    bad_op = tmp_path / "broken_op.py"
+    bad_op.write_text("this is not python\n")
+    report = build_report([log], op_files=[str(bad_op)])
+    assert "its records give no FLOP count" in report.html
+    assert any(n.startswith(f"--op {bad_op}: not loaded") for n in report.notes)
