@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..errors import AutoschedError
 from ..records.log import LogProblem, read_log
 from ..records.record import TuningRecord
 
@@ -99,7 +100,7 @@ def read_logs(paths: Sequence[str | Path]) -> list[LogRead]:
     for path in paths:
         try:
             records, problems = read_log(path)
-        except OSError as e:  # FileNotFoundError, a directory, no permission
+        except (AutoschedError, OSError) as e:  # LogError: missing, a directory, no permission
             out.append(LogRead(str(path), error=str(e)))
             continue
         out.append(LogRead(str(path), tuple(records), tuple(problems)))
