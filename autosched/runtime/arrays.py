@@ -38,7 +38,10 @@ def as_numpy(label: str, a: Any) -> np.ndarray:
     if isinstance(a, np.ndarray):
         return a
     if not hasattr(a, "__dlpack__"):
-        raise ArgumentTypeError(f"{label} must be a numpy array or support DLPack, got {type(a).__name__}")
+        raise ArgumentTypeError(
+            f"{label} must be a numpy array, got {type(a).__name__}: pass a numpy array or an array that "
+            "supports DLPack (on the CPU)"
+        )
     if hasattr(a, "__dlpack_device__"):
         dev = a.__dlpack_device__()
         if int(dev[0]) != _DLPACK_CPU:

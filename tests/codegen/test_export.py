@@ -187,7 +187,7 @@ def test_wrong_arguments_at_call_time(built):
         lib.matmul(np.ones((8, 16), "float32").T, b, c)
     with pytest.raises(TypeError, match=r"expected 3 arrays .* or the 2 inputs; got 1"):
         lib.matmul(a)
-    with pytest.raises(TypeError, match="numpy array or support DLPack"):
+    with pytest.raises(TypeError, match=r"must be a numpy array, got list: .* supports DLPack"):
         lib.matmul(a.tolist(), b, c)
     with pytest.raises(AttributeError, match="has no function 'conv'; it has: matmul"):
         lib.conv  # noqa: B018
