@@ -206,11 +206,16 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 141
     except KeyboardInterrupt:
-        print(f"autosched {ns.command}: interrupted", file=sys.stderr)
+        print(f"autosched {_command(ns)}: interrupted", file=sys.stderr)
         return 130
     except Exception as e:
-        print(f"autosched {ns.command}: error: {error_line(e)}", file=sys.stderr)
+        print(f"autosched {_command(ns)}: error: {error_line(e)}", file=sys.stderr)
         return 2
+
+
+def _command(ns: argparse.Namespace) -> str:
+    """The command as typed: ``tune``, ``logs merge``."""
+    return " ".join(filter(None, [ns.command, getattr(ns, "logs_cmd", None)]))
 
 
 def error_line(e: BaseException) -> str:

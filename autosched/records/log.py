@@ -299,7 +299,10 @@ def merge_logs(
     stats = MergeStats()
     unique: dict[tuple[str, str, str], TuningRecord] = {}  # insertion order: first appearance
     unparsed: dict[bytes, None] = {}  # verbatim, first appearance first
+    # (size, mtime) of each input when read: a log that grows meanwhile is not replaced
+    stamps: dict[Path, tuple[int, int] | None] = {}
     for path in paths:
+        stamps[Path(path).resolve()] = _stamp(Path(path)) if Path(path).is_file() else None
         for line in scan_log(path):
             if line.record is None:
                 assert line.problem is not None
@@ -321,10 +324,20 @@ def merge_logs(
         stats.dropped = len(kept) - len(winners)
         kept = [r for r in kept if id(r) in winners]
     body = "".join(r.to_json_line() + "\n" for r in kept).encode("utf-8")
+    if out.resolve() in stamps and _stamp(out) != stamps[out.resolve()]:
+        raise LogError(
+            f"merge: {out} changed while it was being merged (a tuner writing to it?); it was not "
+            "replaced: merge again when nothing writes to it"
+        )
     _write_atomically(out, body + b"".join(raw + b"\n" for raw in unparsed))
     stats.written = len(kept)
     stats.kept_unparsed = len(unparsed)
     return stats
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
 
 
 def _write_atomically(out: Path, data: bytes) -> None:

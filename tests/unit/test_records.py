@@ -539,3 +539,19 @@ def test_the_limits_cover_what_the_space_samples():
 
     assert max(UNROLL_STEPS) <= MAX_AUTO_UNROLL_STEP and set(ARG_KINDS) == set(PRIMITIVES)
     assert all(len(ARG_KINDS[p]) == len(PRIMITIVES[p]) for p in PRIMITIVES)
+
+
+def test_merge_in_place_refuses_when_the_log_grows_meanwhile(tmp_path, monkeypatch):
+    log = tmp_path / "l.jsonl"
+    append_records(log, [rec(trace=TRACE_A)])
+    real_scan = log_module.scan_log
+
+    def scan_then_a_tuner_appends(path):
+        lines = real_scan(path)
+        append_records(log, [rec(trace=TRACE_B)])  # a tuner's batch lands while merge runs
+        return lines
+
+    monkeypatch.setattr(log_module, "scan_log", scan_then_a_tuner_appends)
+    with pytest.raises(LogError, match="changed while it was being merged"):
+        merge_logs([log], log)
+    assert [r.trace for r in read_log(log)[0]] == [TRACE_A, TRACE_B]  # the batch is still there
