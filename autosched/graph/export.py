@@ -3,10 +3,11 @@
 Layout of ``DIR``::
 
     manifest.json       kind "model": the execution plan (order, buffers, memory), the tasks and the
-                        records they came from, and a sha256 over itself, the kernel library and the index
+                        records they came from, and a sha256 over itself, the libraries and the index
     kernels/            one shared library with every task's kernel (``runtime.export``), its header
                         and its own manifest (checked again when loaded)
     weights.json/.bin   the weights: raw little-endian arrays and their index (``graph.weights``)
+    lib<name>_model.so  ``model_run``, the C entry point, and its header ``<name>_model.h`` (``graph.c_api``)
 
 Example::
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from .c_api import MODEL_RUN, build_c_api
 from .compiled import as_graph, warn_untuned
 from .weights import INDEX, write_weights
 
@@ -49,6 +51,8 @@ def manifest_checksum(manifest: dict[str, Any], directory: Path) -> str:
     h = hashlib.sha256(json.dumps(body, sort_keys=True).encode())
     h.update((directory / KERNELS_DIR / manifest["kernels"]["library"]).read_bytes())
     h.update((directory / INDEX).read_bytes())
+    if "c_api" in manifest:
+        h.update((directory / manifest["c_api"]["library"]).read_bytes())
     return h.hexdigest()
 
 
@@ -88,7 +92,9 @@ def export_model(
     untuned = [fn.instance.name for fn in res.functions if fn.record is None]
     warn_untuned(untuned, len(res.functions), log)
     weight_ops = used_weights(graph)
-    write_weights(out, [(op.name, graph.weights[op]) for op in weight_ops])
+    index = json.loads(write_weights(out, [(op.name, graph.weights[op]) for op in weight_ops]).read_text())
+    symbols = [getattr(fn, "symbol", fn.name) for fn in res.functions]
+    c_so, c_header = build_c_api(out, lib_name, plan, symbols, res.library, index)
     tasks = []
     for fn, task in zip(res.functions, plan["tasks"], strict=True):
         rec = fn.record
@@ -110,12 +116,13 @@ def export_model(
         "target": str(target),
         "kernels": {"directory": KERNELS_DIR, "library": res.library.name, "header": res.header.name},
         "weights": INDEX,
+        "c_api": {"library": c_so.name, "header": c_header.name, "function": MODEL_RUN},
         "plan": {**plan, "tasks": tasks},
     }
     manifest["checksum"] = manifest_checksum(manifest, out)
     path = out / MANIFEST
     path.write_text(json.dumps(manifest, indent=1) + "\n")
-    return ModelExportResult(out, path, res.library, res.header, len(tasks), len(untuned), plan["memory"])
+    return ModelExportResult(out, path, res.library, c_header, len(tasks), len(untuned), plan["memory"])
 
 
 def parse_input_shapes(items: Sequence[str] | None) -> dict[str, list[int]]:
@@ -151,5 +158,5 @@ def cmd_build_model(ns: Any) -> int:
         f"intermediates {mib['arena_bytes']:.2f} MiB (peak live {mib['peak_live_bytes']:.2f}, "
         f"without reuse {mib['total_bytes']:.2f})"
     )
-    print(f"      {res.library}\n      {res.header}\n      {res.manifest}")
+    print(f"      {res.library}\n      {res.header} (model_run)\n      {res.manifest}")
     return 0

@@ -48,11 +48,14 @@ def load_model(directory: str | os.PathLike[str]) -> CompiledModel:
     plan = manifest.get("plan")
     if not isinstance(kernels, dict) or not isinstance(plan, dict) or "checksum" not in manifest:
         raise LoadError(f"{path}: a model manifest needs 'kernels', 'plan' and 'checksum'")
-    for field in ("directory", "library"):
-        if not _PLAIN_NAME.match(str(kernels.get(field, ""))) or str(kernels.get(field)) in (".", ".."):
-            raise LoadError(
-                f"{path}: kernels.{field} {kernels.get(field)!r} must be a name inside {directory}"
-            )
+    names = {f"kernels.{k}": kernels.get(k) for k in ("directory", "library")}
+    if "c_api" in manifest:
+        names["c_api.library"] = (
+            manifest["c_api"].get("library") if isinstance(manifest["c_api"], dict) else None
+        )
+    for field, value in names.items():
+        if not _PLAIN_NAME.match(str(value or "")) or str(value) in (".", ".."):
+            raise LoadError(f"{path}: {field} {value!r} must be a name inside {directory}")
     try:
         digest = manifest_checksum(manifest, directory)
     except OSError as e:

@@ -126,3 +126,55 @@ def test_unknown_model_format_is_refused(built, tmp_path):
     (d / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(LoadError, match="model format 99"):
         autosched.load(d)
+
+
+APP = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "resnet_like_model.h"
+
+static void* read_file(const char* path, size_t n) {
+    void* p = aligned_alloc(64, (n + 63) / 64 * 64);
+    FILE* f = fopen(path, "rb");
+    if (!f || fread(p, 1, n, f) != n) { fprintf(stderr, "cannot read %s\n", path); exit(1); }
+    fclose(f);
+    return p;
+}
+
+int main(int argc, char** argv) {  /* weights.bin input.bin output.bin */
+    size_t in_bytes = 4 * RESNET_LIKE_INPUT0_DIM0 * RESNET_LIKE_INPUT0_DIM1 * RESNET_LIKE_INPUT0_DIM2
+                      * RESNET_LIKE_INPUT0_DIM3;
+    size_t out_bytes = 4 * RESNET_LIKE_OUTPUT0_DIM0 * RESNET_LIKE_OUTPUT0_DIM1;
+    const void* inputs[1] = {read_file(argv[2], in_bytes)};
+    void* outputs[1] = {aligned_alloc(64, (out_bytes + 63) / 64 * 64)};
+    void* weights = read_file(argv[1], RESNET_LIKE_WEIGHTS_BYTES);
+    void* workspace = aligned_alloc(64, RESNET_LIKE_WORKSPACE_BYTES + 64);
+    if (model_run(inputs, outputs, weights, workspace) != 0) return 1;
+    FILE* f = fopen(argv[3], "wb");
+    fwrite(outputs[0], 1, out_bytes, f);
+    fclose(f);
+    return 0;
+}
+"""
+
+
+def test_c_entry_point_matches_python(built, tmp_path):
+    import subprocess
+
+    from autosched.runtime.link import c_compiler
+
+    graph, res = built
+    d = res.directory
+    app = tmp_path / "app.c"
+    app.write_text(APP)
+    exe = tmp_path / "app"
+    cmd = [*c_compiler(), "-O1", "-o", str(exe), str(app), f"-I{d}", f"-L{d}", "-lresnet_like_model"]
+    subprocess.run([*cmd, f"-Wl,-rpath,{d}"], check=True, capture_output=True, timeout=60)
+    x = random_inputs(graph, 9)["input"]
+    x.tofile(tmp_path / "in.bin")
+    subprocess.run([str(exe), str(d / "weights.bin"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    got = np.fromfile(tmp_path / "out.bin", np.float32).reshape(8, 64)
+    expected = reference_outputs(graph, {"input": x})["probs"]
+    np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-5)
+    assert autosched.load(d).manifest["c_api"]["function"] == "model_run"
