@@ -1,6 +1,6 @@
 """ONNX conversion success on the backend node tests: our importer + default schedules on llvm-cpu.
 
-    python benchmarks/onnx_coverage.py [--ops Conv,Relu] [--failures] [--all]
+    python benchmarks/onnx_coverage.py [--ops Conv,Relu] [--failures] [--all] [--engine graph]
 
 Prints per ONNX op with a converter (every op with ``--all``): node tests passed / total, then the
 number of ops whose node tests all pass. ``--failures`` adds each failing case with its reason.
@@ -19,6 +19,12 @@ def main() -> int:
     ap.add_argument("--ops", default="", help="comma-separated op types (default: every op)")
     ap.add_argument("--failures", action="store_true", help="list each failing case and why")
     ap.add_argument("--all", action="store_true", help="also list ops that have no converter")
+    ap.add_argument(
+        "--engine",
+        default="one-kernel",
+        choices=("one-kernel", "graph"),
+        help="one-kernel: the whole graph as one default-scheduled kernel; graph: autosched.graph's model",
+    )
     a = ap.parse_args()
     from autosched.frontend.onnx import supported_ops
     from autosched.frontend.onnx.node_tests import load_cases, run_case
@@ -31,7 +37,7 @@ def main() -> int:
     for op in sorted(cases):
         if op not in have and not a.all and ops is None:
             continue
-        failures = [(c.name, why) for c in cases[op] if (why := run_case(c)) is not None]
+        failures = [(c.name, why) for c in cases[op] if (why := run_case(c, a.engine)) is not None]
         passed = len(cases[op]) - len(failures)
         full += not failures
         rows += 1

@@ -7,6 +7,7 @@ memory-planned compiled model of ``autosched.graph`` can replace :func:`compile_
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -93,6 +94,27 @@ class CompiledGraph:
         return out
 
 
+class GraphModelRunner:
+    """autosched.graph's fused, memory-planned compiled model behind CompiledGraph's ``run``."""
+
+    def __init__(self, graph: Graph, target: str = "llvm-cpu"):
+        from ...graph.compiled import compile_model
+
+        self.graph = graph
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "N tasks use the default schedule": expected here
+            self.model = compile_model(graph, target)
+
+    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
+        names = [i.name for i in self.graph.inputs]
+        given = dict(inputs) if isinstance(inputs, Mapping) else dict(zip(names, inputs, strict=True))
+        outputs = self.model.run(given)
+        return [outputs[o.name] for o in self.graph.outputs]
+
+
+ENGINES = {"one-kernel": CompiledGraph, "graph": GraphModelRunner}
+
+
 def _name(graph: Graph) -> str:
     return identifier(graph.name) or "model"
 
@@ -101,13 +123,15 @@ class AutoschedRep(BackendRep):
     """A prepared model. One whose shapes depend on its inputs (a Reshape fed its shape as an input,
     as node tests do) is compiled at ``run``, with those inputs bound as constants."""
 
-    def __init__(self, model: onnx.ModelProto, target: str):
-        self.model, self.target = model, target
+    def __init__(self, model: onnx.ModelProto, target: str, engine: str = "one-kernel"):
+        if engine not in ENGINES:
+            raise OnnxImportError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+        self.model, self.target, self.compile = model, target, ENGINES[engine]
         self.inputs = [vi.name for vi in model.graph.input if vi.name not in _initializers(model)]
-        self.compiled: CompiledGraph | None = None
-        self.bound: dict[bytes, CompiledGraph] = {}
+        self.compiled: Any = None
+        self.bound: dict[bytes, Any] = {}
         try:
-            self.compiled = CompiledGraph(from_onnx(model), target)
+            self.compiled = self.compile(from_onnx(model), target)
         except NotConstantError as e:
             if e.value not in self.inputs:
                 raise
@@ -126,7 +150,7 @@ class AutoschedRep(BackendRep):
             if key in self.bound:
                 break
             try:
-                self.bound[key] = CompiledGraph(from_onnx(self.model, constants=fixed), self.target)
+                self.bound[key] = self.compile(from_onnx(self.model, constants=fixed), self.target)
                 break
             except NotConstantError as e:
                 if e.value not in given or e.value in fixed:
@@ -141,11 +165,14 @@ def _initializers(model: onnx.ModelProto) -> set[str]:
 
 
 class AutoschedBackend(Backend):
-    """``onnx.backend.test.BackendTest(AutoschedBackend, __name__)`` runs the node tests on llvm-cpu."""
+    """``onnx.backend.test.BackendTest(AutoschedBackend, __name__)`` runs the node tests on llvm-cpu.
+
+    ``prepare(model, engine="graph")`` runs autosched.graph's compiled model instead of one kernel.
+    """
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> AutoschedRep:
-        return AutoschedRep(model, kwargs.get("target", "llvm-cpu"))
+        return AutoschedRep(model, kwargs.get("target", "llvm-cpu"), kwargs.get("engine", "one-kernel"))
 
     @classmethod
     def supports_device(cls, device: str) -> bool:

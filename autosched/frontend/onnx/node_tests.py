@@ -38,10 +38,10 @@ def load_cases(ops: Iterable[str] | None = None) -> dict[str, list[Any]]:
     return by_op
 
 
-def run_case(case: Any) -> str | None:
+def run_case(case: Any, engine: str = "one-kernel") -> str | None:
     """None when the case passes, else a one-line reason (an import error, a crash, a mismatch)."""
     try:
-        rep = AutoschedBackend.prepare(case.model)
+        rep = AutoschedBackend.prepare(case.model, engine=engine)
         for inputs, expected in case.data_sets:
             outputs = rep.run([as_array(a) for a in inputs])
             expected = [as_array(a) for a in expected]

@@ -12,9 +12,11 @@ from typing import Any
 
 from ... import te, topi
 from ...te.expr import is_float
+from ...topi.elementwise import broadcast_read
 from ...topi.index import axis_names, named
+from ...topi.reduction import _reduce
 from .context import Node, Out
-from .ops_tensor import int_list
+from .ops_tensor import compute, int_list
 from .registry import converter
 
 prod_reducer = te.comm_reducer(lambda a, b: a * b, lambda dtype: 1, name="prod")
@@ -34,6 +36,20 @@ def reduce_axes(node: Node, input_since: int) -> list[int] | None:
     return sorted({node.axis(a, ndim, "axes") for a in raw})
 
 
+def elementwise(x: Any, fn: Callable[..., Any], name: str) -> Any:
+    return te.compute(x.shape, named(lambda *i: fn(*i), axis_names(x.ndim)), name=name)
+
+
+# kind -> (what each element becomes before the sum, what the sum becomes after); None: as is.
+_SUMS: dict[str, tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None]] = {
+    "sum_square": (lambda v: v * v, None),
+    "l1": (te.abs, None),
+    "l2": (lambda v: v * v, te.sqrt),
+    "log_sum": (None, te.log),
+}
+_REDUCERS = {"sum": topi.sum, "mean": topi.mean, "max": topi.max, "min": topi.min}
+
+
 def reduction(node: Node, input_since: int, kind: str) -> Any:
     shape = node.shape(0)
     axes = reduce_axes(node, input_since)
@@ -41,52 +57,31 @@ def reduction(node: Node, input_since: int, kind: str) -> Any:
         return node.input(0)
     keep = bool(node.attr("keepdims", 1))
     x = node.tensor(0)
-    out_shape = (
-        tuple(1 if d in axes else s for d, s in enumerate(shape))
-        if keep
-        else tuple(s for d, s in enumerate(shape) if d not in axes)
-    )
-    if kind in ("l2", "sum_square", "log_sum_exp", "l1") and not is_float(x.dtype) and kind != "l1":
-        raise node.error(f"{node.op_type} on {x.dtype} is not supported")
-    if kind == "sum_square" or kind == "l2":
-        x = te.compute(x.shape, named(lambda *i: x[i] * x[i], axis_names(x.ndim)), name="square")
-    elif kind == "l1":
-        x = te.compute(x.shape, named(lambda *i: te.abs(x[i]), axis_names(x.ndim)), name="abs")
-    elif kind == "log_sum_exp":
-        peak = topi.max(x, axis=axes, keepdims=True, name="lse_max")
-        from ...topi.elementwise import broadcast_read
-
-        src = x
-        x = te.compute(
-            src.shape, named(lambda *i: te.exp(src[i] - broadcast_read(peak, i)), axis_names(src.ndim))
-        )
-    fns: dict[str, Callable[..., Any]] = {
-        "sum": topi.sum, "mean": topi.mean, "max": topi.max, "min": topi.min, "sum_square": topi.sum,
-        "l1": topi.sum, "l2": topi.sum, "log_sum": topi.sum, "log_sum_exp": topi.sum,
-    }  # fmt: skip
-    if kind == "prod":
-        out = prod_of(x, axes, keep)
+    if keep:
+        out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape))
     else:
-        out = fns[kind](x, axis=axes, keepdims=keep, name=f"reduce_{kind}")
-    post = {"l2": te.sqrt, "log_sum": te.log, "log_sum_exp": te.log}.get(kind)
-    if post is not None:
-        red = out
-        out = te.compute(
-            red.shape, named(lambda *i: post(red[i]), axis_names(red.ndim)), name=f"reduce_{kind}_post"
-        )
-    if kind == "log_sum_exp":
-        lse, peak_t = out, peak
-        flat = peak_t if keep else topi.reshape(peak_t, lse.shape)
-        out = te.compute(
-            lse.shape, named(lambda *i: lse[i] + flat[i], axis_names(lse.ndim)), name="reduce_lse"
-        )
+        out_shape = tuple(s for d, s in enumerate(shape) if d not in axes)
+    if kind in ("l2", "log_sum", "log_sum_exp") and not is_float(x.dtype):
+        raise node.error(f"{node.op_type} takes floats, got {x.dtype}")
+    name = f"reduce_{kind}"
+    if kind in _REDUCERS:
+        out = _REDUCERS[kind](x, axis=axes, keepdims=keep, name=name)
+    elif kind == "prod":
+        out = _reduce("prod", x, axes, keep, prod_reducer, name)[0]  # topi's reduction, another reducer
+    elif kind in _SUMS:
+        before, after = _SUMS[kind]
+        src = x if before is None else elementwise(x, lambda *i: before(x[i]), f"{name}_terms")
+        out = topi.sum(src, axis=axes, keepdims=keep, name=name)
+        if after is not None:
+            total = out
+            out = elementwise(total, lambda *i: after(total[i]), f"{name}_post")
+    else:  # log_sum_exp: max + log(sum(exp(x - max))), steady for large x
+        peak = topi.max(x, axis=axes, keepdims=True, name=f"{name}_max")
+        exps = elementwise(x, lambda *i: te.exp(x[i] - broadcast_read(peak, i)), f"{name}_exp")
+        total = topi.sum(exps, axis=axes, keepdims=keep, name=f"{name}_sum")
+        peak_out = peak if keep else topi.reshape(peak, total.shape)
+        out = elementwise(total, lambda *i: peak_out[i] + te.log(total[i]), name)
     return Out(out, out_shape, node.dtype(0))
-
-
-def prod_of(x: Any, axes: list[int], keep: bool) -> Any:
-    from ...topi.reduction import _reduce
-
-    return _reduce("prod", x, axes, keep, prod_reducer, "reduce_prod")[0]
 
 
 _REDUCES = {
@@ -135,3 +130,23 @@ def arg_reduce(node: Node, largest: bool) -> Out:
 for _v in (1, 11, 12, 13):
     converter("ArgMax", _v)(lambda node: arg_reduce(node, largest=True))
     converter("ArgMin", _v)(lambda node: arg_reduce(node, largest=False))
+
+
+@converter("CumSum", since=11)
+@converter("CumSum", since=14)
+def cumsum(node: Node) -> Out:
+    shape = node.shape(0)
+    axis = node.axis(int_list(node, 1, "axis")[0], len(shape))
+    exclusive, reverse = node.attr("exclusive", 0), node.attr("reverse", 0)
+    r = te.reduce_axis((0, shape[axis]), name="k")
+    x = node.tensor(0)
+
+    def body(*i: Any) -> Any:
+        j = i[axis]
+        if reverse:
+            cond = r > j if exclusive else r >= j
+        else:
+            cond = r < j if exclusive else r <= j
+        return te.sum(x[(*i[:axis], r, *i[axis + 1 :])], axis=r, where=cond)
+
+    return compute(node, shape, body)

@@ -389,26 +389,6 @@ def pad(node: Node) -> Out:
     return compute(node, out, body)
 
 
-@converter("CumSum", since=11)
-@converter("CumSum", since=14)
-def cumsum(node: Node) -> Out:
-    shape = node.shape(0)
-    axis = node.axis(int_list(node, 1, "axis")[0], len(shape))
-    exclusive, reverse = node.attr("exclusive", 0), node.attr("reverse", 0)
-    r = te.reduce_axis((0, shape[axis]), name="k")
-    x = node.tensor(0)
-
-    def body(*i: Any) -> Any:
-        j = i[axis]
-        if reverse:
-            cond = r > j if exclusive else r >= j
-        else:
-            cond = r < j if exclusive else r <= j
-        return te.sum(x[(*i[:axis], r, *i[axis + 1 :])], axis=r, where=cond)
-
-    return compute(node, shape, body)
-
-
 @converter("EyeLike", since=9)
 @converter("EyeLike", since=22)
 def eye_like(node: Node) -> Out:
