@@ -108,3 +108,34 @@ def test_outputs_that_are_inputs_or_weights_are_copies():
 def test_missing_log_is_an_error(tmp_path):
     with pytest.raises(AutoschedError, match=r"nope\.jsonl not found"):
         autosched.compile_model(resnet_like(blocks=1), log=tmp_path / "nope.jsonl")
+
+
+def test_tasks_use_their_tuned_records(tmp_path):
+    from autosched.graph.export import export_model
+    from autosched.graph.tasks import extract_tasks
+    from autosched.hai.registry import get_adapter
+    from autosched.records.log import append_records
+    from autosched.records.record import make_record
+    from autosched.search_space.default import default_schedule
+    from autosched.target import parse_target
+
+    graph = resnet_like(blocks=1)
+    task = extract_tasks(graph).tasks[1]  # the block's second conv, with the residual add
+    target = parse_target("llvm-cpu")
+    trace = default_schedule(list(task.instance.outputs), cores=1).trace  # not the build's default
+    log = tmp_path / "model.jsonl"
+    record = make_record(task.instance, target, get_adapter(target).info(), trace, costs=(1e-4,))
+    append_records(log, [record])
+    model, messages = _compile(graph, log=log)
+    assert model.sources == ["default", "log", "default"]
+    assert len(messages) == 1 and messages[0].startswith("2 of 3 tasks")
+    inputs = random_inputs(graph, 4)
+    np.testing.assert_allclose(
+        model.run(inputs)["probs"], reference_outputs(graph, inputs)["probs"], rtol=2e-4, atol=2e-5
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = export_model(graph, tmp_path / "built", log=log)
+    tasks = autosched.load(res.directory).manifest["plan"]["tasks"]
+    assert [t["source"] for t in tasks] == ["default", "log", "default"]
+    assert tasks[1]["record"]["costs_s"] == [1e-4] and tasks[1]["key"] == task.key
