@@ -139,3 +139,16 @@ def test_tasks_use_their_tuned_records(tmp_path):
     tasks = autosched.load(res.directory).manifest["plan"]["tasks"]
     assert [t["source"] for t in tasks] == ["default", "log", "default"]
     assert tasks[1]["record"]["costs_s"] == [1e-4] and tasks[1]["key"] == task.key
+
+
+def test_a_gpu_style_target_runs_the_same_plan():
+    from tests.codegen.test_opencl import _why as no_opencl
+
+    if no_opencl is not None:
+        pytest.skip(no_opencl)
+    graph = bert_like(layers=1)
+    model, _ = _compile(graph, target="opencl")
+    inputs = random_inputs(graph, 6)
+    np.testing.assert_allclose(
+        model.run(inputs)["out"], reference_outputs(graph, inputs)["out"], rtol=2e-4, atol=2e-5
+    )
