@@ -178,3 +178,14 @@ def test_c_entry_point_matches_python(built, tmp_path):
     expected = reference_outputs(graph, {"input": x})["probs"]
     np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-5)
     assert autosched.load(d).manifest["c_api"]["function"] == "model_run"
+
+
+def test_input_shape_arguments():
+    from autosched.errors import AutoschedError
+    from autosched.graph.export import parse_input_shapes
+
+    assert parse_input_shapes(["input=1x3x64x64", "ids=1X16"]) == {"input": [1, 3, 64, 64], "ids": [1, 16]}
+    assert parse_input_shapes(None) == {}
+    for bad in ("input", "input=", "=1x3", "input=1x0", "input=1xa"):
+        with pytest.raises(AutoschedError, match=f"expected NAME=1x3x224x224, got '{bad}'"):
+            parse_input_shapes([bad])
