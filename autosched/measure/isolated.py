@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib.machinery
+import multiprocessing
 import os
 import shutil
 import sys
@@ -174,6 +175,8 @@ def compile_isolated(
     """
     timeout_s, memory_bytes = compile_limits(timeout_s, memory_bytes)
     fn = build_fn or (build_candidate if link else compile_object_job)
+    if multiprocessing.current_process().daemon:
+        return _compile_here(fn, args, n_inputs, target, trace, func_name)
     task = _CompileTask(tuple(args), n_inputs, str(target), func_name)
     builder = _builder(memory_bytes)
     with _lock, _main_not_rerun():  # one job at a time per worker; the builder is not thread-safe
@@ -203,3 +206,30 @@ def _failure_message(func_name: str, res: BuildResult, timeout_s: float, memory_
     else:
         why = f"failed: {res.error_msg or 'no library came back'}"
     return f"compile of {func_name} {why}; if its schedule came from a log, that record is the likely cause"
+
+
+def _compile_here(fn: Any, args: Sequence[Any], n_inputs: int, target: str, trace: Any, name: str) -> bytes:
+    """In this process, without limits: a daemonic process (a multiprocessing.Pool worker) may not
+    start the compile worker, and refusing would break the op library there."""
+    from ..runtime.scratch import scratch_dir
+
+    with scratch_dir("autosched-build-") as tmp:
+        job = BuildJob(tuple(args), n_inputs, str(target), trace, name, str(tmp / f"{name}.out"))
+        res = fn(job)
+        if not res.ok:
+            raise CompileError(f"compile of {name} failed: {res.error_msg}")
+        return Path(job.out_path).read_bytes()
+
+
+def render_source_job(job: BuildJob) -> BuildResult:
+    """In the worker: replay, lower and render the source of one function for an adapter that compiles
+    in the caller's process (OpenCL, CUDA); a trace that would hang the code generator stops here."""
+    from ..hai.registry import get_adapter
+    from ..lower.pipeline import lower
+    from ..search_space.schedule import replay
+
+    func = lower(replay(list(job.args[job.n_inputs :]), job.trace), job.args, job.func_name)
+    out = Path(job.out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(str(get_adapter(job.target).render(func)))
+    return BuildResult(job.out_path, job.func_name, len(func.params))

@@ -88,10 +88,16 @@ def _lower(inst: Any, trace: Any) -> Any:
 
 def get_kernel(inst: Any, target: Any, adapter: Any, fingerprint: str, trace: Any) -> Any:
     """The kernel of ``inst`` scheduled by ``trace``: from the disk cache, else compiled (and cached)."""
+    from ..measure.isolated import compile_isolated, render_source_job
+
     if not hasattr(adapter, "compile_object"):
-        STATS["compiled"] += 1  # compiled in this process: its kernel object lives here (no limit)
+        # The kernel object lives in this process, so it is compiled here; the code generator (where
+        # a hostile trace spends its time) runs first in a worker, with the limits.
+        compile_isolated(
+            inst.tensors, len(inst.inputs), str(target), trace, inst.name, build_fn=render_source_job
+        )
+        STATS["compiled"] += 1
         return AdapterKernel(adapter, adapter.compile(_lower(inst, trace)), len(inst.inputs))
-    from ..measure.isolated import compile_isolated
     from ..runtime.link import LoadedKernel, load_function
 
     digest = kernel_digest(inst.key, str(target), fingerprint, trace)

@@ -420,3 +420,35 @@ def test_stale_scratch_dirs_of_dead_processes_are_removed(tmp_path):
 def test_errors_are_autosched_errors():
     assert issubclass(LoadError, AutoschedError) and issubclass(ArgumentError, AutoschedError)
     assert issubclass(ArgumentError, ValueError)  # callers catching ValueError keep working
+
+
+def test_ops_on_an_adapter_without_objects_renders_in_the_worker_then_compiles_here(tmp_path, monkeypatch):
+    pytest.importorskip("pyopencl")
+    from autosched.hai.registry import get_adapter
+
+    try:
+        get_adapter("opencl").info()
+    except AutoschedError as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    monkeypatch.setenv("AUTOSCHED_CACHE_DIR", str(tmp_path))
+    a, b = rng_arrays((N, 2 * N), (2 * N, N), seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autosched.ops.UntunedWarning)
+        c = autosched.ops.matmul(a, b, platform="opencl")
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def _ops_matmul_error(seed):
+    a, b = rng_arrays((N, 3), (3, N), seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autosched.ops.UntunedWarning)
+        return float(np.abs(autosched.ops.matmul(a, b) - a @ b).max())
+
+
+def test_ops_in_a_daemonic_pool_worker_compiles_in_that_process(tmp_path, monkeypatch):
+    """A multiprocessing.Pool worker may not start the compile worker: it compiles in place."""
+    import multiprocessing
+
+    monkeypatch.setenv("AUTOSCHED_CACHE_DIR", str(tmp_path))  # nothing cached: it must compile
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(_ops_matmul_error, (5,)) < 1e-5
