@@ -6,13 +6,11 @@ te here because ONNX's (N-d, dilations, ceil_mode, count_include_pad) are more g
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from ... import te, topi
-from ...te.expr import is_float
 from ...topi.elementwise import broadcast_read
 from ...topi.transform import lowest
 from .context import Node, Out
@@ -187,17 +185,6 @@ def matmul(node: Node) -> Out:
     return Out(topi.reshape(t, shape or (1,)) if shape else topi.reshape(t, (1,)), shape, full.dtype)
 
 
-@converter("BatchNormalization", since=7)
-@converter("BatchNormalization", since=9)
-@converter("BatchNormalization", since=14)
-@converter("BatchNormalization", since=15)
-def batch_norm(node: Node) -> Any:
-    if node.attr("training_mode", 0):
-        raise node.error("training_mode=1 computes batch statistics; autosched imports inference models only")
-    params = [node.tensor(i) for i in range(1, 5)]
-    return topi.batch_norm(node.tensor(0), *params, axis=1, epsilon=node.attr("epsilon", 1e-5))
-
-
 def pool(node: Node, kind: str) -> Any:
     x = node.shape(0)
     n = len(x) - 2
@@ -276,87 +263,3 @@ def global_average_pool(node: Node) -> Any:
 @converter("GlobalMaxPool", since=22)
 def global_max_pool(node: Node) -> Any:
     return topi.max(node.tensor(0), axis=tuple(range(2, len(node.shape(0)))), keepdims=True)
-
-
-def softmax_like(node: Node, log: bool) -> Any:
-    shape = node.shape(0)
-    x = node.tensor(0)
-    if not is_float(x.dtype):
-        raise node.error(f"input is {x.dtype}; {node.op_type} takes floats")
-    axis = node.axis(node.attr("axis", -1 if node.opset >= 13 else 1), len(shape))
-    if node.opset < 13:  # the dims from axis on are one flattened axis
-        axes: tuple[int, ...] = tuple(range(axis, len(shape)))
-    else:
-        axes = (axis,)
-    if not log and len(axes) == 1:
-        return topi.softmax(x, axis=axis)
-    peak = topi.max(x, axis=axes, keepdims=True, name="softmax_max")
-    exp = te.compute(x.shape, lambda *i: te.exp(x[i] - broadcast_read(peak, i)), name="softmax_exp")
-    total = topi.sum(exp, axis=axes, keepdims=True, name="softmax_sum")
-    if log:
-        return te.compute(
-            x.shape,
-            lambda *i: x[i] - broadcast_read(peak, i) - te.log(broadcast_read(total, i)),
-            name="log_softmax",
-        )
-    return te.compute(x.shape, lambda *i: exp[i] / broadcast_read(total, i), name="softmax_norm")
-
-
-for _v in (1, 11, 13):
-    converter("Softmax", _v)(lambda node: softmax_like(node, log=False))
-    converter("LogSoftmax", _v)(lambda node: softmax_like(node, log=True))
-
-
-@converter("LayerNormalization", since=17)
-def layer_norm(node: Node) -> Any:
-    shape = node.shape(0)
-    x = node.tensor(0)
-    axis = node.axis(node.attr("axis", -1), len(shape))
-    inner = tuple(shape[axis:])
-
-    def full(i: int, default: float) -> Any:
-        """Scale or bias broadcast to the normalized dims (ONNX lets them be smaller)."""
-        if not node.has(i):
-            return te.compute(inner, lambda *j: te.const(default, x.dtype), name="ln_default")
-        t = node.tensor(i)
-        if t.shape == inner:
-            return t
-        return te.compute(inner, lambda *j: broadcast_read(t, j), name="ln_param")
-
-    eps = node.attr("epsilon", 1e-5)
-    if not any(node.proto.output[1:]):
-        return topi.layer_norm(x, full(1, 1.0), full(2, 0.0), axis=axis, epsilon=eps)
-    # Mean and InvStdDev are asked for too: the statistics as their own stages.
-    axes = tuple(range(axis, len(shape)))
-    mean = topi.mean(x, axis=axes, keepdims=True, name="ln_mean")
-    sq = te.compute(x.shape, lambda *i: te.pow(x[i] - broadcast_read(mean, i), 2.0), name="ln_sq")
-    var = topi.mean(sq, axis=axes, keepdims=True, name="ln_var")
-    inv = te.compute(var.shape, lambda *i: te.rsqrt(var[i] + eps), name="ln_inv_std")
-    gamma, beta = full(1, 1.0), full(2, 0.0)
-
-    def body(*i: Any) -> Any:
-        norm = (x[i] - broadcast_read(mean, i)) * broadcast_read(inv, i)
-        return norm * gamma[i[axis:]] + beta[i[axis:]]
-
-    return [te.compute(x.shape, body, name="layer_norm"), mean, inv]
-
-
-@converter("InstanceNormalization", since=6)
-@converter("InstanceNormalization", since=22)
-def instance_norm(node: Node) -> Any:
-    x = node.tensor(0)
-    axes = tuple(range(2, x.ndim))
-    count = float(math.prod(x.shape[2:]))
-    mean = topi.mean(x, axis=axes, keepdims=True, name="in_mean")
-    sq = te.compute(
-        x.shape, lambda *i: (x[i] - broadcast_read(mean, i)) * (x[i] - broadcast_read(mean, i)), name="in_sq"
-    )
-    var = topi.sum(sq, axis=axes, keepdims=True, name="in_var")
-    scale, bias = node.tensor(1), node.tensor(2)
-    eps = node.attr("epsilon", 1e-5)
-
-    def body(*i: Any) -> Any:
-        norm = (x[i] - broadcast_read(mean, i)) * te.rsqrt(broadcast_read(var, i) / count + eps)
-        return norm * scale[i[1]] + bias[i[1]]
-
-    return te.compute(x.shape, body, name="instance_norm")

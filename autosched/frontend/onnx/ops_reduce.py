@@ -101,30 +101,31 @@ for _op, (_kind, _versions, _input_since) in _REDUCES.items():
         converter(_op, _v)(lambda node, k=_kind, s=_input_since: reduction(node, s, k))
 
 
-def arg_reduce(node: Node, largest: bool) -> Out:
-    shape = node.shape(0)
-    x = node.tensor(0)
-    axis = node.axis(node.attr("axis", 0), len(shape))
-    keep = bool(node.attr("keepdims", 1))
-    last = bool(node.attr("select_last_index", 0))
+def first_best_index(x: Any, axis: int, largest: bool = True, last: bool = False) -> Any:
+    """The index (int64, keepdims) of the first (or ``last``) max (or min) of ``x`` along ``axis``."""
     best = (topi.max if largest else topi.min)(x, axis=axis, keepdims=True, name="arg_best")
-    n = shape[axis]
+    n = x.shape[axis]
     r = te.reduce_axis((0, n), name="k")
-    out_keep = tuple(1 if d == axis else s for d, s in enumerate(shape))
 
     def body(*i: Any) -> Any:
-        src = (*i[:axis], r, *i[axis + 1 :])
-        hit = x[src] == best[i]
+        hit = x[(*i[:axis], r, *i[axis + 1 :])] == best[i]
         pos = te.cast("int64", r)
         if last:
             return te.max(te.if_then_else(hit, pos, te.const(-1, "int64")), axis=r)
         return te.min(te.if_then_else(hit, pos, te.const(n, "int64")), axis=r)
 
-    index = te.compute(out_keep, named(body, axis_names(len(out_keep))), name="arg_index")
-    out_shape = out_keep if keep else tuple(s for d, s in enumerate(shape) if d != axis)
-    if not keep:
-        index = topi.reshape(index, out_shape or (1,))
-    return Out(index, out_shape, "int64")
+    return te.compute(best.shape, named(body, axis_names(x.ndim)), name="arg_index")
+
+
+def arg_reduce(node: Node, largest: bool) -> Out:
+    shape = node.shape(0)
+    axis = node.axis(node.attr("axis", 0), len(shape))
+    keep = bool(node.attr("keepdims", 1))
+    index = first_best_index(node.tensor(0), axis, largest, bool(node.attr("select_last_index", 0)))
+    if keep:
+        return Out(index, tuple(index.shape), "int64")
+    out_shape = tuple(s for d, s in enumerate(shape) if d != axis)
+    return Out(topi.reshape(index, out_shape or (1,)), out_shape, "int64")
 
 
 for _v in (1, 11, 12, 13):
