@@ -102,3 +102,20 @@ def test_full_size_model_matches_onnxruntime(exporter, model_dir, name):
     path = exporter.export_model(name, model_dir, small=False)
     model = _compile(path)
     _check_against_onnxruntime(exporter, path, name, False, model.run)
+
+
+@pytest.mark.slow
+def test_models_benchmark_prints_its_table():
+    import subprocess
+
+    script = EXPORT.parents[1] / "models.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--untuned", "--repeat", "2", "resnet18", "gpt2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(("resnet18", "gpt2"))]
+    assert len(rows) == 2, proc.stdout
+    assert all(float(row.split()[-1]) < RTOL for row in rows)  # max relative error vs onnxruntime
