@@ -452,3 +452,19 @@ def test_ops_in_a_daemonic_pool_worker_compiles_in_that_process(tmp_path, monkey
     monkeypatch.setenv("AUTOSCHED_CACHE_DIR", str(tmp_path))  # nothing cached: it must compile
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         assert pool.apply(_ops_matmul_error, (5,)) < 1e-5
+
+
+def test_a_script_without_a_main_guard_can_use_ops(tmp_path):
+    """The compile worker is spawned; it must not re-run the caller's script (which would call the op
+    again, from inside the worker's bootstrap, and kill it)."""
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import warnings, numpy as np, autosched\n"
+        "warnings.simplefilter('ignore')\n"
+        "a = np.random.default_rng(0).standard_normal((5, 7)).astype('float32')\n"
+        "print('max error', float(np.abs(autosched.ops.matmul(a, a.T) - a @ a.T).max()))\n"
+    )
+    env = {**os.environ, "AUTOSCHED_CACHE_DIR": str(tmp_path / "cache")}
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("max error") == 1 and float(res.stdout.split()[-1]) < 1e-5
