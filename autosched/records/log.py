@@ -284,9 +284,10 @@ def merge_logs(
     """Merge logs into ``out_path``, one record per (workload, chip, trace), the best of duplicates.
 
     ``keep="best"`` keeps only the fastest record per workload and chip. Lines that do not parse
-    (corrupt, or written by a newer autosched) are copied verbatim after the records, so merging never
-    loses a line. All inputs are read before the output is replaced atomically (a temporary file and
-    ``os.replace``), so ``out_path`` may be one of ``paths``. Example:
+    (corrupt, or written by a newer autosched) are copied verbatim after the records, and records are
+    written as they were read, so merging never loses a line or a field. All inputs are read before
+    the output is replaced atomically (a temporary file and ``os.replace``), so ``out_path`` may be
+    one of ``paths``. Example:
     ``print(merge_logs(["a.jsonl", "b.jsonl"], "all.jsonl").describe("all.jsonl"))``.
     """
     if keep not in ("all", "best"):
@@ -297,39 +298,40 @@ def merge_logs(
             f"merge: the output {out} is a directory; give a file path, e.g. {out / 'merged.jsonl'}"
         )
     stats = MergeStats()
-    unique: dict[tuple[str, str, str], TuningRecord] = {}  # insertion order: first appearance
+    # Lines are written as they were read, so fields this version does not know survive a merge.
+    unique: dict[tuple[str, str, str], LogLine] = {}  # insertion order: first appearance
     unparsed: dict[bytes, None] = {}  # verbatim, first appearance first
     # (size, mtime) of each input when read: a log that grows meanwhile is not replaced
     stamps: dict[Path, tuple[int, int] | None] = {}
     for path in paths:
         stamps[Path(path).resolve()] = _stamp(Path(path)) if Path(path).is_file() else None
         for line in scan_log(path):
-            if line.record is None:
+            rec = line.record
+            if rec is None:
                 assert line.problem is not None
                 stats.problems.append(line.problem)
                 unparsed.setdefault(line.raw, None)
                 continue
-            rec = line.record
             stats.read += 1
             k = (rec.workload_key, rec.fingerprint, trace_key(rec.trace))
             if k in unique:
                 stats.duplicates += 1
-                if _better(rec, unique[k]):
-                    unique[k] = rec
+                if _better(rec, unique[k].record):  # type: ignore[arg-type]
+                    unique[k] = line
             else:
-                unique[k] = rec
+                unique[k] = line
     kept = list(unique.values())
     if keep == "best":
-        winners = {id(r) for r in best_records(kept).values()}
+        winners = {id(r) for r in best_records(x.record for x in kept if x.record).values()}
         stats.dropped = len(kept) - len(winners)
-        kept = [r for r in kept if id(r) in winners]
-    body = "".join(r.to_json_line() + "\n" for r in kept).encode("utf-8")
+        kept = [x for x in kept if id(x.record) in winners]
     if out.resolve() in stamps and _stamp(out) != stamps[out.resolve()]:
         raise LogError(
             f"merge: {out} changed while it was being merged (a tuner writing to it?); it was not "
             "replaced: merge again when nothing writes to it"
         )
-    _write_atomically(out, body + b"".join(raw + b"\n" for raw in unparsed))
+    lines = [x.raw for x in kept] + list(unparsed)
+    _write_atomically(out, b"".join(raw + b"\n" for raw in lines))
     stats.written = len(kept)
     stats.kept_unparsed = len(unparsed)
     return stats

@@ -555,3 +555,12 @@ def test_merge_in_place_refuses_when_the_log_grows_meanwhile(tmp_path, monkeypat
     with pytest.raises(LogError, match="changed while it was being merged"):
         merge_logs([log], log)
     assert [r.trace for r in read_log(log)[0]] == [TRACE_A, TRACE_B]  # the batch is still there
+
+
+def test_merge_keeps_fields_this_version_does_not_know(tmp_path):
+    log = tmp_path / "l.jsonl"
+    data = json.loads(rec().to_json_line())
+    data["measured_by"] = "a newer autosched, same format"  # an optional field added later
+    log.write_text(json.dumps(data) + "\n")
+    merge_logs([log], tmp_path / "out.jsonl")
+    assert json.loads((tmp_path / "out.jsonl").read_text())["measured_by"] == data["measured_by"]
