@@ -321,3 +321,23 @@ def test_op_library_never_takes_a_record_that_does_not_fit(tmp_path, monkeypatch
     log = tmp_path / "l.jsonl"
     log.write_text(_crafted_lines(inst, good))
     assert best_record([log], inst, good.fingerprint) == good
+
+
+def test_build_compiles_the_fastest_record_that_fits(tmp_path, capsys, monkeypatch):
+    from autosched.hai.registry import get_adapter
+    from autosched.records import validate
+
+    monkeypatch.setattr(validate, "MAX_VECTOR_LANES", 128)
+    inst = small_matmul(16)
+    target = parse_target("llvm-cpu")
+    chip = get_adapter(target).info()  # this machine: build takes records of its fingerprint only
+    good = make_record(inst, target, chip, records(1)[0].trace, (1e-3,))
+    log = tmp_path / "l.jsonl"
+    log.write_text(_crafted_lines(inst, good))
+    out = tmp_path / "lib"
+    code, stdout, err = run(
+        capsys, "build", MATMUL, "--args", "M=16", "N=16", "K=16", "--log", log, "-o", out
+    )
+    assert code == 0, err
+    assert "tuned record, 1000.0 us" in stdout  # the good record, not the crafted ones at 1 ns
+    assert "skipped 1 unreadable line(s)" in err and "l.jsonl:2:" in err
