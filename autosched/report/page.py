@@ -45,15 +45,16 @@ def build_report(
     notes += data.notes
     instances = {id(t): resolve_workload(t.name, t.args, t.key) for t in data.tasks}
     figure_notes: list[str] = []
-    body = [
-        _overview(data, notes),
-        _stats_section(data.tasks),
-        _curves_section(data, figure_notes),
-        _roofline_section(data, instances, figure_notes),
-        _cross_chip_section(data.tasks),
-        _code_section(data.tasks, instances),
-        *extra_sections,
-    ]
+    body = [*extra_sections]  # a profile first: it is what `autosched profile --html` was asked for
+    if paths or not extra_sections:  # a profile of a library built without a log has no log sections
+        body += [
+            _overview(data, notes),
+            _stats_section(data.tasks),
+            _curves_section(data, figure_notes),
+            _roofline_section(data, instances, figure_notes),
+            _cross_chip_section(data.tasks),
+            _code_section(data.tasks, instances),
+        ]
     notes += sorted(set(figure_notes))
     title = "autosched report: " + ", ".join(Path(p).name for p in paths) if paths else "autosched report"
     embedded = {"logs": [str(p) for p in paths], "notes": notes, "tasks": [_task_json(t) for t in data.tasks]}

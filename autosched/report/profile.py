@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,9 @@ def profile_directory(
     roof = chip_roof(chip)
     if roof.bandwidth_gbs <= 0:
         notes.append("bandwidth not measured for this chip: the bound is the peak alone")
+    busy = _busy_note()
+    if busy:
+        notes.append(busy)
     prepared = []
     for fn in lib.functions.values():
         task = model_tasks.get(fn.name)
@@ -194,6 +198,21 @@ def _manifest_bytes(fn: LibraryFunction) -> int:
     return compulsory_bytes([_Arg(a) for a in fn.args])
 
 
+def _busy_note() -> str:
+    """A warning when other processes keep the cores busy: parallel kernels then wait at barriers."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not available on this platform
+        return ""
+    if load <= cores - 0.5:
+        return ""
+    return (
+        f"the machine is busy (load average {load:.1f} on {cores} cores): times of parallel kernels "
+        "are unreliable; profile on a quiet machine"
+    )
+
+
 def _caller(fn: LibraryFunction, arrays: list[np.ndarray]) -> Any:
     """A call without per-call argument checks (already done once): they would dominate tiny kernels."""
     cfunc = getattr(fn, "_cfunc", None)
@@ -207,15 +226,16 @@ def format_profile(prof: Profile) -> str:
     """A text table, largest share first, and the notes."""
     facts = prof.roof.describe()
     lines = [f"{prof.directory}: {len(prof.kernels)} kernel(s) on {prof.target} ({facts})", ""]
-    header = f"{'kernel':<28} {'median':>10} {'calls':>5} {'share':>7} {'GFLOP/s':>9} {'of bound':>9}  check"
+    w = max([len("total (one run)"), *(len(k.name) for k in prof.kernels)])
+    header = f"{'kernel':<{w}} {'median':>10} {'calls':>5} {'share':>7} {'GFLOP/s':>9} {'of bound':>9}  check"
     lines.append(header)
     for k in prof.kernels:
         gf = "-" if k.gflops is None else f"{k.gflops:.2f}"
         frac = "-" if k.fraction_of_bound is None else f"{100 * k.fraction_of_bound:.1f}%"
         share = f"{100 * k.share:.1f}%"
         median = format_seconds(k.median_s)
-        lines.append(f"{k.name:<28} {median:>10} {k.calls:>5} {share:>7} {gf:>9} {frac:>9}  {k.check}")
-    lines.append(f"{'total (one run)':<28} {format_seconds(prof.total_s):>10}")
+        lines.append(f"{k.name:<{w}} {median:>10} {k.calls:>5} {share:>7} {gf:>9} {frac:>9}  {k.check}")
+    lines.append(f"{'total (one run)':<{w}} {format_seconds(prof.total_s):>10}")
     lines += [f"note: {n}" for n in prof.notes]
     return "\n".join(lines)
 

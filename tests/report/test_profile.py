@@ -81,3 +81,12 @@ def test_profile_of_a_compiled_model_counts_each_task_as_often_as_it_runs(tmp_pa
     assert prof.total_s == pytest.approx(sum(k.calls * k.median_s for k in prof.kernels))
     assert sum(k.share for k in prof.kernels) == pytest.approx(1.0)
     assert "calls" in format_profile(prof)
+
+
+def test_a_busy_machine_is_said(monkeypatch):
+    from autosched.report import profile
+
+    monkeypatch.setattr(profile.os, "getloadavg", lambda: (99.0, 0.0, 0.0))
+    assert "the machine is busy (load average 99.0" in profile._busy_note()
+    monkeypatch.setattr(profile.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert profile._busy_note() == ""
