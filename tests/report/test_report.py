@@ -166,3 +166,16 @@ def test_records_without_flop_count_and_bad_op_files_are_notes(tmp_path):
     report = build_report([log], op_files=[str(bad_op)])
     assert "its records give no FLOP count" in report.html
     assert any(n.startswith(f"--op {bad_op}: not loaded") for n in report.notes)
+
+
+def test_without_matplotlib_the_tables_still_show(two_chip_logs, monkeypatch):
+    from autosched.report import figures
+
+    def no_matplotlib(*args, **kwargs):
+        raise figures.ReportDependencyError("figures need matplotlib: pip install 'autosched[report]'")
+
+    monkeypatch.setattr(figures, "_figure", no_matplotlib)
+    report = build_report(two_chip_logs)
+    assert "<svg" not in report.html and 'id="task-table"' in report.html
+    assert "figure not drawn: figures need matplotlib" in report.html
+    assert any("pip install 'autosched[report]'" in n for n in report.notes)
