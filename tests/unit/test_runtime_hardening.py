@@ -468,3 +468,17 @@ def test_a_script_without_a_main_guard_can_use_ops(tmp_path):
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("max error") == 1 and float(res.stdout.split()[-1]) < 1e-5
+
+
+def test_tune_end_of_run_retiming_of_a_hostile_best_trace_stops_at_the_limit(monkeypatch):
+    """tune --resume re-times the log's best trace against numpy after the run: before, in this
+    process without limit; now in the compile worker."""
+    from autosched.measure import compare
+    from autosched.te.workload import load_op_file
+
+    monkeypatch.setenv("AUTOSCHED_COMPILE_TIMEOUT", "1")
+    [wl] = load_op_file(MATMUL)
+    inst = wl.instantiate(**HOSTILE)
+    a, b = rng_arrays((HOSTILE["M"], HOSTILE["K"]), (HOSTILE["K"], HOSTILE["N"]))
+    with pytest.raises(CompileError, match="took over 1 s"):
+        compare.compare_with_baseline(inst.tensors, _hostile(inst).trace, "llvm-cpu", [a, b], np.matmul)
