@@ -16,12 +16,14 @@ from autosched.frontend.onnx.node_tests import load_cases, run_case
 
 CLAIMED = """
 Abs Add And ArgMax ArgMin AveragePool BatchNormalization Cast CastLike Ceil Celu Clip Concat Constant
-ConstantOfShape Conv ConvTranspose CumSum Div Dropout Elu Equal Erf Exp Expand EyeLike Flatten Floor Gather
-GatherElements Gelu Gemm GlobalAveragePool GlobalMaxPool Greater GreaterOrEqual HardSigmoid HardSwish Identity
-InstanceNormalization LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax MatMul Max MaxPool Mean
-Min Mish Mod Mul Neg Not Or PRelu Pad Pow Range Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp
-ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu Reshape Round Selu Shape Sigmoid
-Sign Size Slice Softmax Softplus Softsign Split Sqrt Squeeze Sub Sum Tanh ThresholdedRelu Tile Transpose
+ConstantOfShape Conv ConvTranspose CumSum DepthToSpace Div Dropout Elu Equal Erf Exp Expand EyeLike
+Flatten Floor Gather GatherElements GatherND Gelu Gemm GlobalAveragePool GlobalMaxPool Greater
+GreaterOrEqual GroupNormalization HardSigmoid HardSwish Hardmax Identity InstanceNormalization LRN
+LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax LpNormalization MatMul Max MaxPool Mean
+MeanVarianceNormalization Min Mish Mod Mul Neg Not OneHot Or PRelu Pad Pow RMSNormalization Range
+Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd
+ReduceSum ReduceSumSquare Relu Reshape Round ScatterElements ScatterND Selu Shape Sigmoid Sign Size Slice
+Softmax Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tanh ThresholdedRelu Tile Transpose
 Trilu Unsqueeze Where Xor
 """.split()
 

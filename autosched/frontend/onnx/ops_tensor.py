@@ -209,41 +209,6 @@ def slice_(node: Node) -> Out:
     return compute(node, tuple(out), body)
 
 
-def normalized_index(index: Any, size: int) -> Any:
-    """A possibly negative ONNX index into a dim of ``size``, as an in-range int32 position."""
-    pos = te.cast("int32", index)
-    pos = te.if_then_else(pos < 0, pos + size, pos)
-    return te.max(te.min(pos, size - 1), 0)  # out-of-range indices are invalid ONNX; never read past
-
-
-@converter("Gather", since=1)
-@converter("Gather", since=11)
-@converter("Gather", since=13)
-def gather(node: Node) -> Out:
-    data, ind = node.shape(0), node.shape(1)
-    axis = node.axis(node.attr("axis", 0), len(data))
-    k = len(ind)
-
-    def body(*i: Any) -> Any:
-        pos = normalized_index(read(node, 1, i[axis : axis + k]), data[axis])
-        return read(node, 0, (*i[:axis], pos, *i[axis + k :]))
-
-    return compute(node, data[:axis] + ind + data[axis + 1 :], body)
-
-
-@converter("GatherElements", since=11)
-@converter("GatherElements", since=13)
-def gather_elements(node: Node) -> Out:
-    data, ind = node.shape(0), node.shape(1)
-    axis = node.axis(node.attr("axis", 0), len(data))
-
-    def body(*i: Any) -> Any:
-        pos = normalized_index(read(node, 1, i), data[axis])
-        return read(node, 0, (*i[:axis], pos, *i[axis + 1 :]))
-
-    return compute(node, ind, body)
-
-
 @converter("Expand", since=8)
 @converter("Expand", since=13)
 def expand(node: Node) -> Any:
