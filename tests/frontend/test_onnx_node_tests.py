@@ -22,9 +22,9 @@ GreaterOrEqual GroupNormalization HardSigmoid HardSwish Hardmax Identity Instanc
 LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax LpNormalization MatMul Max MaxPool Mean
 MeanVarianceNormalization Min Mish Mod Mul Neg Not OneHot Or PRelu Pad Pow RMSNormalization Range
 Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd
-ReduceSum ReduceSumSquare Relu Reshape Round ScatterElements ScatterND Selu Shape Sigmoid Sign Size Slice
+ReduceSum ReduceSumSquare Relu Reshape Resize Round ScatterElements ScatterND Selu Shape Sigmoid Sign Size Slice
 Softmax Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tanh ThresholdedRelu Tile Transpose
-Trilu Unsqueeze Where Xor
+Trilu Unsqueeze Upsample Where Xor
 """.split()
 
 DTYPE = "which autosched does not support"
@@ -46,6 +46,7 @@ EXCLUDED = {
     r"test_identity_sequence|test_identity_opt": ("sequence and optional types", "is not a tensor"),
     r"test_maxpool_with_argmax_.*": ("MaxPool's Indices output", "output 1 ('z') is not supported"),
     r"test_convtranspose_3d": ("3-d ConvTranspose (topi's is 2-d; 1-d goes through it)", "1-d and 2-d"),
+    r"test_resize_.*_antialias": ("Resize with antialias=1", "antialias=1 is not supported"),
     r"test_mod_float_edge_cases_fmod_0_.*": (
         "float Mod with fmod=0 (invalid ONNX) at inf and nan",
         "mismatch",
