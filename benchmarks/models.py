@@ -58,10 +58,20 @@ def _ort_session(path: Path):
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
-def bench(name: str, small: bool, out_dir: Path, repeat: int) -> dict[str, object]:
+def print_tasks(tg) -> None:
+    """MetaSchedule's task table: what tuning this model would spread its trials over."""
+    print(f"  {'task':<58} {'pattern':<20} {'weight':>6} {'MFLOP':>9}")
+    for t in tg.tasks:
+        mflop = t.instance.flop_count() / 1e6
+        print(f"  {t.name[:58]:<58} {t.pattern.name.lower():<20} {t.weight:>6} {mflop:>9.2f}")
+
+
+def bench(name: str, small: bool, out_dir: Path, repeat: int, tasks: bool = False) -> dict[str, object]:
     path = export_model(name, out_dir, small=small)
     graph = from_onnx(path)
     tg = extract_tasks(graph)
+    if tasks:
+        print_tasks(tg)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # every task is untuned here, by design
@@ -98,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--untuned", action="store_true", help="default schedules for every task (required)")
     p.add_argument("--full", action="store_true", help="full sizes (default: the small set)")
     p.add_argument("--repeat", type=int, default=20, help="timed calls per contender")
+    p.add_argument("--tasks", action="store_true", help="also list each model's tasks (weight, MFLOP)")
     p.add_argument("models", nargs="*", default=list(MODELS), help=f"some of {', '.join(MODELS)}")
     ns = p.parse_args(argv)
     if not ns.untuned:
@@ -113,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     with tempfile.TemporaryDirectory(prefix="autosched-models-") as tmp:
         for name in ns.models:
-            r = bench(name, not ns.full, Path(tmp), ns.repeat)
+            r = bench(name, not ns.full, Path(tmp), ns.repeat, ns.tasks)
             print(
                 f"{r['model']:<22} {r['groups']:>6} {r['tasks']:>5} {r['compile_s']:>7.1f}s "
                 f"{r['arena_mib']:>9.2f} {r['no_reuse_mib']:>9.2f} {r['autosched_ms']:>10.2f} "
