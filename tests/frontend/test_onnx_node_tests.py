@@ -22,7 +22,8 @@ GreaterOrEqual GroupNormalization HardSigmoid HardSwish Hardmax Identity Instanc
 LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax LpNormalization MatMul Max MaxPool Mean
 MeanVarianceNormalization Min Mish Mod Mul Neg Not OneHot Or PRelu Pad Pow RMSNormalization Range
 Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd
-ReduceSum ReduceSumSquare Relu Reshape Resize Round ScatterElements ScatterND Selu Shape Sigmoid Sign Size Slice
+ReduceSum ReduceSumSquare Relu Reshape Resize Round ScatterElements ScatterND Selu Shape Sigmoid Sign
+Size Slice
 Softmax Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tanh ThresholdedRelu Tile Transpose
 Trilu Unsqueeze Upsample Where Xor
 """.split()
