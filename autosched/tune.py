@@ -331,7 +331,7 @@ class Tuner:
             task.measured.add(trace_key(cand.trace))
             # with decisions (issue 6): other chips' searches can seed populations from this log
             rec = make_record(task.inst, self.target, self.chip, cand.trace, res.costs, res.error,
-                              res.error_msg, decisions=cand.decisions)  # fmt: skip
+                              res.error_msg, decisions=cand.decisions, check=res.check)  # fmt: skip
             records.append(rec)
             if res.ok:
                 cost = float(np.median(res.costs))

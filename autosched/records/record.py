@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -88,6 +89,9 @@ def _json_arg(v: Any) -> Any:
     return [_json_arg(x) for x in v] if isinstance(v, tuple) else v
 
 
+_CHECK = re.compile(r"full|numpy|sampled:[0-9]{1,9}")
+
+
 @dataclass(frozen=True)
 class TuningRecord:
     """One measured candidate: workload, target and chip, the trace, and its costs or error."""
@@ -106,6 +110,7 @@ class TuningRecord:
     autosched_version: str = __version__
     flops: float = 0.0  # arithmetic ops of one run, for GFLOP/s
     decisions: dict[str, Any] | None = None  # optional: the sketch decisions behind ``trace``
+    check: str | None = None  # optional: how the outputs were checked ("full", "numpy", "sampled:4096")
 
     def __post_init__(self) -> None:
         args = {str(k): _arg_value(str(k), v) for k, v in self.workload_args.items()}
@@ -129,6 +134,8 @@ class TuningRecord:
             except (TypeError, ValueError) as e:
                 raise RecordError(f"decisions: not JSON-able ({e})") from None
             object.__setattr__(self, "decisions", decisions)
+        if self.check is not None and not _CHECK.fullmatch(str(self.check)):
+            raise RecordError(f"check: expected 'full', 'numpy' or 'sampled:N', got {self.check!r:.40}")
 
     @property
     def ok(self) -> bool:
@@ -165,6 +172,8 @@ class TuningRecord:
         }
         if self.decisions is not None:  # optional field: absent, the line is exactly the old format
             data["decisions"] = self.decisions
+        if self.check is not None:  # optional too
+            data["check"] = self.check
         return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
     @staticmethod
@@ -195,6 +204,7 @@ class TuningRecord:
         timestamp = _field(data, "timestamp", str)
         _check_timestamp(timestamp)
         decisions = _field(data, "decisions", dict) if "decisions" in data else None  # optional
+        check = _field(data, "check", str) if "check" in data else None  # optional
         return TuningRecord(
             workload_key=_field(workload, "key", str, "workload."),
             workload_name=_field(workload, "name", str, "workload."),
@@ -210,6 +220,7 @@ class TuningRecord:
             autosched_version=_field(data, "autosched", str),
             flops=float(flops),
             decisions=decisions,
+            check=check,
         )
 
 
@@ -291,11 +302,13 @@ def make_record(
     error: str | None = None,
     error_msg: str = "",
     decisions: dict[str, Any] | None = None,
+    check: str | None = None,
 ) -> TuningRecord:
     """A record for a candidate just measured; fills key, name, args, flops, fingerprint and time.
 
     Example: ``make_record(inst, target, adapter.info(), trace, error=ERROR_TIMEOUT, error_msg="> 10 s")``.
-    ``decisions``: the sketch decisions that made ``trace``, when known (written to the log).
+    ``decisions``: the sketch decisions that made ``trace``, when known (written to the log); ``check``:
+    how its outputs were compared with the reference (``MeasureResult.check``).
     """
     return TuningRecord(
         workload_key=inst.key,
@@ -310,4 +323,5 @@ def make_record(
         error_msg=error_msg,
         flops=float(inst.flop_count()),
         decisions=decisions or None,
+        check=check if error is None else None,
     )

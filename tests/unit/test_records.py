@@ -104,6 +104,19 @@ def test_round_trip_through_one_line():
     assert data["error"] is None
 
 
+def test_how_outputs_were_checked_is_an_optional_field():
+    import dataclasses
+
+    plain = rec()
+    assert "check" not in json.loads(plain.to_json_line())  # absent: the line is the old format
+    sampled = dataclasses.replace(plain, check="sampled:4096")
+    assert json.loads(sampled.to_json_line())["check"] == "sampled:4096"
+    assert TuningRecord.from_json_line(sampled.to_json_line()) == sampled
+    for bad in ("sampled:", "everything", 'full"'):
+        with pytest.raises(RecordError, match="check"):
+            dataclasses.replace(plain, check=bad)
+
+
 def test_error_record_round_trip_and_properties():
     r = rec(error=ERROR_TIMEOUT, msg="took more than 10 s")
     assert not r.ok and r.mean_cost == math.inf and r.gflops == 0.0
