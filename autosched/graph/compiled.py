@@ -219,7 +219,7 @@ def compile_model(
         cores=chip.cores,
         allow_default=True,
     )
-    warn_untuned([fn.instance.name for fn in chosen if fn.record is None], len(chosen), log)
+    warn_untuned([fn.name for fn in chosen if fn.record is None], len(chosen), log)
     kernels = [
         build(replay(list(fn.instance.outputs), fn.trace), fn.instance.tensors, t, fn.name) for fn in chosen
     ]

@@ -89,7 +89,7 @@ def export_model(
         name=lib_name,
         allow_default=True,
     )
-    untuned = [fn.instance.name for fn in res.functions if fn.record is None]
+    untuned = [fn.name for fn in res.functions if fn.record is None]
     warn_untuned(untuned, len(res.functions), log)
     weight_ops = used_weights(graph)
     index = json.loads(write_weights(out, [(op.name, graph.weights[op]) for op in weight_ops]).read_text())
