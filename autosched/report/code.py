@@ -48,9 +48,11 @@ def code_view(rec: TuningRecord, inst: WorkloadInstance | None) -> CodeView:
         return CodeView(schedule, note="loop IR and generated code need the workload: pass --op FILE")
     from ..lower.pipeline import lower
     from ..lower.printer import format_func
+    from ..records.validate import validate_record
     from ..search_space.schedule import replay
 
     try:
+        validate_record(rec, inst)  # a log is untrusted: never lower a record that does not fit
         func = lower(replay(list(inst.outputs), rec.trace), inst.tensors, _symbol(rec.workload_name))
     except AutoschedError as e:
         return CodeView(schedule, note=f"the schedule does not lower here: {e}")

@@ -110,6 +110,8 @@ def choose_schedules(
 
     records: list[Any] = []
     if log is not None:
+        if Path(log).is_dir():
+            raise ExportError(f"tuning log {log} is a directory; pass a log file (a .jsonl of records)")
         if not Path(log).is_file():
             if not allow_default:
                 raise ExportError(f"tuning log {log} not found (tune first, or pass --allow-default)")

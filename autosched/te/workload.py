@@ -202,6 +202,8 @@ def load_op_file(path: str | Path) -> list[Workload]:
     Example: ``[matmul] = load_op_file("ops/matmul.py")``.
     """
     path = Path(path)
+    if path.is_dir():
+        raise WorkloadError(f"op file {path}: is a directory; pass a Python file with @autosched.workload")
     if not path.is_file():
         raise WorkloadError(f"op file {path}: not found")
     source = path.read_bytes()

@@ -341,3 +341,10 @@ def test_build_compiles_the_fastest_record_that_fits(tmp_path, capsys, monkeypat
     assert code == 0, err
     assert "tuned record, 1000.0 us" in stdout  # the good record, not the crafted ones at 1 ns
     assert "skipped 1 unreadable line(s)" in err and "l.jsonl:2:" in err
+
+
+def test_a_directory_given_as_op_file_or_log_is_named_as_one(capsys, tmp_path):
+    code, _, err = run(capsys, "tune", tmp_path, "--trials", "2")
+    assert code == 2 and "is a directory; pass a Python file" in err
+    code, _, err = run(capsys, "build", MATMUL, "--log", tmp_path, "-o", tmp_path / "out")
+    assert code == 2 and "is a directory; pass a log file" in err
