@@ -15,17 +15,17 @@ pytest.importorskip("onnx")
 from autosched.frontend.onnx.node_tests import load_cases, run_case
 
 CLAIMED = """
-Abs Add And ArgMax ArgMin AveragePool BatchNormalization Cast CastLike Ceil Celu Clip Concat Constant
-ConstantOfShape Conv ConvTranspose CumSum DepthToSpace Div Dropout Elu Equal Erf Exp Expand EyeLike
-Flatten Floor Gather GatherElements GatherND Gelu Gemm GlobalAveragePool GlobalMaxPool Greater
-GreaterOrEqual GroupNormalization HardSigmoid HardSwish Hardmax Identity InstanceNormalization LRN
-LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax LpNormalization MatMul Max MaxPool Mean
-MeanVarianceNormalization Min Mish Mod Mul Neg Not OneHot Or PRelu Pad Pow RMSNormalization Range
-Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd
-ReduceSum ReduceSumSquare Relu Reshape Resize Round ScatterElements ScatterND Selu Shape Sigmoid Sign
-Size Slice
-Softmax Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tanh ThresholdedRelu Tile Transpose
-Trilu Unsqueeze Upsample Where Xor
+Abs Acosh Add And ArgMax ArgMin Asinh Atanh AveragePool BatchNormalization Cast CastLike Ceil Celu Clip
+Concat Constant ConstantOfShape Conv ConvTranspose Cosh CumProd CumSum DepthToSpace Div Dropout Einsum
+Elu Equal Erf Exp Expand EyeLike Flatten Floor Gather GatherElements GatherND Gelu Gemm GlobalAveragePool
+GlobalMaxPool Greater GreaterOrEqual GroupNormalization HardSigmoid HardSwish Hardmax Identity
+InstanceNormalization IsInf IsNaN LRN LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax
+LpNormalization LpPool MatMul Max MaxPool Mean MeanVarianceNormalization Min Mish Mod Mul Neg Not OneHot
+Or PRelu Pad Pow RMSNormalization Range Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp
+ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu Reshape Resize ReverseSequence
+Round ScatterElements ScatterND Selu Shape Shrink Sigmoid Sign Sinh Size Slice Softmax Softplus Softsign
+SpaceToDepth Split Sqrt Squeeze Sub Sum Swish Tanh ThresholdedRelu Tile TopK Transpose Trilu Unsqueeze
+Upsample Where Xor
 """.split()
 
 DTYPE = "which autosched does not support"

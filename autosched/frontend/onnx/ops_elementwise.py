@@ -182,6 +182,12 @@ def _celu(node: Node, x: Any) -> Any:
     return te.max(x, 0.0) + te.min(0.0, alpha * (te.exp(x / alpha) - 1.0))
 
 
+def _shrink(node: Node, x: Any) -> Any:
+    lambd, bias = node.attr("lambd", 0.5), node.attr("bias", 0.0)
+    zero = te.const(0, x.dtype)
+    return te.if_then_else(x < -lambd, x + bias, te.if_then_else(x > lambd, x - bias, zero))
+
+
 def _sign(x: Any) -> Any:
     one, zero = te.const(1, x.dtype), te.const(0, x.dtype)
     return te.if_then_else(x > 0, one, te.if_then_else(x < 0, zero - one, zero))
@@ -232,6 +238,13 @@ for _op, _since, _f, _float in (
     ("Softplus", 1, lambda n, x: _softplus(x), True),
     ("Softsign", 1, lambda n, x: x / (1.0 + te.abs(x)), True),
     ("Mish", 18, lambda n, x: x * te.tanh(_softplus(x)), True),
+    ("Swish", 24, lambda n, x: x * te.sigmoid(n.attr("alpha", 1.0) * x), True),
+    ("Shrink", 9, _shrink, True),
+    ("Sinh", 9, lambda n, x: (te.exp(x) - te.exp(-x)) * 0.5, True),
+    ("Cosh", 9, lambda n, x: (te.exp(x) + te.exp(-x)) * 0.5, True),
+    ("Asinh", 9, lambda n, x: te.log(x + te.sqrt(x * x + 1.0)), True),
+    ("Acosh", 9, lambda n, x: te.log(x + te.sqrt(x * x - 1.0)), True),
+    ("Atanh", 9, lambda n, x: 0.5 * te.log((1.0 + x) / (1.0 - x)), True),
 ):  # fmt: skip
     unary(_op, _since, _f, _float)
 
@@ -323,3 +336,22 @@ def cast(node: Node) -> Out:
 def cast_like(node: Node) -> Out:
     src, dst = node.dtype(0), node.dtype(1)
     return broadcast(node, lambda x: cast_expr(x, src, dst), dst, inputs=[0])
+
+
+@converter("IsNaN", since=9)
+@converter("IsNaN", since=13)
+@converter("IsNaN", since=20)
+def is_nan(node: Node) -> Out:
+    return broadcast(node, lambda x: from_bool(x != x), "bool", inputs=[0])  # NaN alone is unequal to itself
+
+
+@converter("IsInf", since=10)
+@converter("IsInf", since=20)
+def is_inf(node: Node) -> Out:
+    neg, pos = node.attr("detect_negative", 1), node.attr("detect_positive", 1)
+
+    def body(x: Any) -> Any:
+        checks = ([x == float("inf")] if pos else []) + ([x == float("-inf")] if neg else [])
+        return from_bool(te.any(*checks)) if checks else te.const(0, "int32")
+
+    return broadcast(node, body, "bool", inputs=[0])

@@ -206,42 +206,44 @@ def pool(node: Node, kind: str) -> Any:
     data = node.tensor(0)
     rs = [te.reduce_axis((0, k), name=f"r{j}") for j, k in enumerate(kernel)]
 
-    def window(i: Any, lo_pad: bool) -> tuple[list[Any], Any]:
+    def window(i: Any, axes: list[Any], with_pad: bool) -> tuple[list[Any], Any]:
+        """The input position of each window tap, and whether it lies in the input (or its padding)."""
         pos, inside = [], []
-        for j, (o, r, s, d, b) in enumerate(zip(i[2:], rs, strides, dils, before, strict=True)):
+        for j, (o, r, s, d, b) in enumerate(zip(i[2:], axes, strides, dils, before, strict=True)):
             p = o * s + r * d - b
             pos.append(p)
-            lo, hi = (-b, x[2 + j] + after[j]) if lo_pad else (0, x[2 + j])
+            lo, hi = (-b, x[2 + j] + after[j]) if with_pad else (0, x[2 + j])
             inside.extend([p >= lo, p < hi])
         return pos, te.all(*inside)
 
     shape = (*x[:2], *outs)
+    zero = te.const(0, data.dtype)
     if kind == "max":
         low = te.const(lowest(data.dtype), data.dtype)
 
         def max_body(*i: Any) -> Any:
-            pos, ok = window(i, lo_pad=False)
+            pos, ok = window(i, rs, with_pad=False)
             return te.max(te.if_then_else(ok, data[(*i[:2], *pos)], low), axis=rs)
 
         return compute(node, shape, max_body, name="max_pool")
+    p = node.attr("p", 2)
 
     def sum_body(*i: Any) -> Any:
-        pos, ok = window(i, lo_pad=False)
-        return te.sum(te.if_then_else(ok, data[(*i[:2], *pos)], te.const(0, data.dtype)), axis=rs)
+        pos, ok = window(i, rs, with_pad=False)
+        v = data[(*i[:2], *pos)]
+        term = v if kind == "avg" else te.pow(te.abs(v), float(p))
+        return te.sum(te.if_then_else(ok, term, zero), axis=rs)
 
     total = compute(node, shape, sum_body, name="pool_sum").tensor
+    if kind == "lp":
+        return te.compute(shape, lambda *i: te.pow(total[i], 1.0 / p), name="lp_pool")
     include_pad = bool(node.attr("count_include_pad", 0))
     rs_count = [te.reduce_axis((0, k), name=f"c{j}") for j, k in enumerate(kernel)]
+    one = te.const(1, data.dtype)
 
     def count_body(*i: Any) -> Any:
-        inside = []
-        for j, (o, r, s, d, b) in enumerate(zip(i[2:], rs_count, strides, dils, before, strict=True)):
-            p = o * s + r * d - b
-            lo, hi = (-b, x[2 + j] + after[j]) if include_pad else (0, x[2 + j])
-            inside.extend([p >= lo, p < hi])
-        return te.sum(
-            te.if_then_else(te.all(*inside), te.const(1, data.dtype), te.const(0, data.dtype)), axis=rs_count
-        )
+        _, ok = window(i, rs_count, with_pad=include_pad)
+        return te.sum(te.if_then_else(ok, one, zero), axis=rs_count)
 
     count = compute(node, shape, count_body, name="pool_count").tensor
     return te.compute(shape, lambda *i: total[i] / count[i], name="avg_pool")
@@ -251,6 +253,8 @@ for _v in (1, 8, 10, 11, 12, 22):
     converter("MaxPool", _v)(lambda node: pool(node, "max"))
 for _v in (1, 7, 10, 11, 19, 22):
     converter("AveragePool", _v)(lambda node: pool(node, "avg"))
+for _v in (1, 2, 11, 18, 22):
+    converter("LpPool", _v)(lambda node: pool(node, "lp"))
 
 
 @converter("GlobalAveragePool", since=1)
@@ -263,3 +267,64 @@ def global_average_pool(node: Node) -> Any:
 @converter("GlobalMaxPool", since=22)
 def global_max_pool(node: Node) -> Any:
     return topi.max(node.tensor(0), axis=tuple(range(2, len(node.shape(0)))), keepdims=True)
+
+
+@converter("Einsum", since=12)
+def einsum(node: Node) -> Any:
+    """One te compute: the product of every operand at its letters, summed over the letters not kept."""
+    equation = node.attr("equation").replace(" ", "")
+    lhs, _, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(node):
+        raise node.error(f"equation {equation!r} has {len(terms)} operands, the node {len(node)} inputs")
+    spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation)
+    ellipsis_rank = max(len(node.shape(i)) - len(t.replace("...", "")) for i, t in enumerate(terms))
+    dots = "".join(next(spare) for _ in range(max(ellipsis_rank, 0)))
+    sizes: dict[str, int] = {}
+    expanded = []
+    for i, term in enumerate(terms):
+        shape = node.shape(i)
+        own = len(shape) - len(term.replace("...", ""))
+        letters = term.replace("...", dots[len(dots) - own :] if own else "")
+        if len(letters) != len(shape):
+            raise node.error(f"operand {i} ({term!r}) does not fit its shape {list(shape)}")
+        for c, d in zip(letters, shape, strict=True):
+            sizes[c] = d if sizes.get(c, 1) == 1 else sizes[c]
+        expanded.append(letters)
+    if "->" in equation:
+        out = rhs.replace("...", dots)
+    else:  # implicit output: the ellipsis, then the letters used once, sorted
+        counts = "".join(expanded)
+        out = dots + "".join(sorted(c for c in set(counts) if counts.count(c) == 1 and c not in dots))
+    reduced = [c for c in dict.fromkeys("".join(expanded)) if c not in out]
+    raxes = {c: te.reduce_axis((0, sizes[c]), name=f"r_{c}") for c in reduced}
+    tensors = [node.tensor(i) for i in range(len(node))]
+
+    def body(*i: Any) -> Any:
+        at = dict(zip(out, i, strict=True)) | raxes
+        value: Any = None
+        for t, letters in zip(tensors, expanded, strict=True):
+            if letters:  # size-1 dims of an operand broadcast (the ellipsis of numpy's einsum)
+                read = t[tuple(0 if d == 1 else at[c] for c, d in zip(letters, t.shape, strict=True))]
+            else:  # a scalar operand, held as one element
+                read = t[0]
+            value = read if value is None else value * read
+        return te.sum(value, axis=list(raxes.values())) if raxes else value
+
+    return compute(node, tuple(sizes[c] for c in out), body, name="einsum")
+
+
+@converter("ReverseSequence", since=10)
+def reverse_sequence(node: Node) -> Any:
+    x = node.tensor(0)
+    lens = node.tensor(1)
+    batch, time = node.attr("batch_axis", 1), node.attr("time_axis", 0)
+    steps = x.shape[time]
+
+    def body(*i: Any) -> Any:
+        n = te.cast("int32", lens[i[batch]])
+        back = te.max(te.min(n - 1 - i[time], steps - 1), 0)
+        src = tuple(te.if_then_else(i[time] < n, back, i[time]) if d == time else v for d, v in enumerate(i))
+        return x[src]
+
+    return te.compute(x.shape, body, name="reverse_sequence")

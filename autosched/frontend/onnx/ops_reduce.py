@@ -133,9 +133,8 @@ for _v in (1, 11, 12, 13):
     converter("ArgMin", _v)(lambda node: arg_reduce(node, largest=False))
 
 
-@converter("CumSum", since=11)
-@converter("CumSum", since=14)
-def cumsum(node: Node) -> Out:
+def cumulative(node: Node, reducer: Any) -> Out:
+    """CumSum/CumProd: each element folds its predecessors along ``axis`` (a masked reduction)."""
     shape = node.shape(0)
     axis = node.axis(int_list(node, 1, "axis")[0], len(shape))
     exclusive, reverse = node.attr("exclusive", 0), node.attr("reverse", 0)
@@ -148,6 +147,57 @@ def cumsum(node: Node) -> Out:
             cond = r > j if exclusive else r >= j
         else:
             cond = r < j if exclusive else r <= j
-        return te.sum(x[(*i[:axis], r, *i[axis + 1 :])], axis=r, where=cond)
+        return reducer(x[(*i[:axis], r, *i[axis + 1 :])], axis=r, where=cond)
 
     return compute(node, shape, body)
+
+
+for _v in (11, 14):
+    converter("CumSum", _v)(lambda node: cumulative(node, te.sum))
+converter("CumProd", 26)(lambda node: cumulative(node, prod_reducer))
+
+
+@converter("TopK", since=1)
+@converter("TopK", since=10)
+@converter("TopK", since=11)
+@converter("TopK", since=24)
+def top_k(node: Node) -> list[Out]:
+    """Values and int64 indices of the k largest (or smallest), ties to the lower index, sorted.
+
+    Each element's rank counts the elements that beat it; output slot t holds the element of rank t.
+    Quadratic in the axis length, which suits the short axes TopK sees in models.
+    """
+    shape = node.shape(0)
+    x = node.tensor(0)
+    axis = node.axis(node.attr("axis", -1), len(shape))
+    k = node.attr("k") if node.opset < 10 else int_list(node, 1, "k")[0]
+    largest = bool(node.attr("largest", 1))
+    n = shape[axis]
+    r = te.reduce_axis((0, n), name="r")
+
+    def at(i: Any, pos: Any) -> tuple[Any, ...]:
+        return (*i[:axis], pos, *i[axis + 1 :])
+
+    def rank_body(*i: Any) -> Any:
+        mine, other = x[i], x[at(i, r)]
+        beats = (other > mine) if largest else (other < mine)
+        before = te.any(beats, te.all(other == mine, r < i[axis]))
+        return te.sum(te.if_then_else(before, te.const(1, "int32"), te.const(0, "int32")), axis=r)
+
+    rank = te.compute(x.shape, named(rank_body, axis_names(x.ndim)), name="topk_rank")
+    r2 = te.reduce_axis((0, n), name="r")
+    out_shape = (*shape[:axis], k, *shape[axis + 1 :])
+
+    def index_body(*i: Any) -> Any:
+        hit = rank[at(i, r2)] == i[axis]
+        return te.max(te.if_then_else(hit, te.cast("int64", r2), te.const(0, "int64")), axis=r2)
+
+    index = compute(node, out_shape, index_body, "int64", name="topk_index")
+    it = index.tensor
+
+    def value_body(*i: Any) -> Any:
+        pos = te.max(te.min(te.cast("int32", it[i]), n - 1), 0)  # provably in range for lowering
+        return x[at(i, pos)]
+
+    values = compute(node, out_shape, value_body, name="topk_values")
+    return [values, index]
