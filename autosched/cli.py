@@ -62,6 +62,10 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     from .progress import TuneProgress, print_summary
     from .tune import TuneOptions, Tuner
 
+    if ns.op_file.endswith(".onnx"):  # a model: its tasks tuned together (graph/tune_model.py, issue 12)
+        from .graph.tune_model import cmd_tune_model
+
+        return cmd_tune_model(ns)
     instances = _instances(ns.op_file, ns.workload, parse_args_kv(ns.args or []))
     log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"
     options = TuneOptions(
@@ -142,10 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("tune", help="search for the fastest schedule of each workload in an op file")
-    t.add_argument("op_file", help="a Python file with @autosched.workload functions")
+    t.add_argument("op_file", help="a Python file with @autosched.workload functions, or a model .onnx")
+    t.add_argument("--input-shape", nargs="*", metavar="NAME=1x3x224", help="static shapes of model inputs")
     t.add_argument("--workload", help="tune only this workload of the file")
     t.add_argument("--args", nargs="*", metavar="K=V", help="workload arguments, e.g. M=512 N=512")
-    t.add_argument("--trials", type=int, default=200, help="measured candidates per workload (default 200)")
+    t.add_argument("--trials", type=int, default=200,
+                   help="measured candidates per workload; a model .onnx: in all (default 200)")  # fmt: skip
     t.add_argument("--target", default="llvm-cpu", help="e.g. llvm-cpu, 'llvm-cpu -mcpu=haswell'")
     t.add_argument("--log", help="tuning log (JSON lines); default tuning_logs/<op file>.jsonl")
     t.add_argument("--resume", action="store_true", help="count the log's records toward --trials")

@@ -120,3 +120,145 @@ def print_summary(tasks: list[TaskState], tuner: Any, console: Console | None = 
         console.print("s = autosched.create_schedule(outputs)", highlight=False)
         for step in t.best_trace:
             console.print(step.to_code(), highlight=False, markup=False)
+
+
+# Models (issue 12) ----------------------------------------------------------------------------------
+
+
+class _ProgressWithTable(Progress):
+    """A progress bar with a table above it, both redrawn live (one rich Live may run at a time)."""
+
+    def __init__(self, *columns: Any, table: Any = None, **kwargs: Any):
+        self.table_fn = table  # set first: Progress.__init__ renders once
+        super().__init__(*columns, **kwargs)
+
+    def get_renderables(self) -> Any:
+        if self.table_fn is not None:
+            yield self.table_fn()
+        yield from super().get_renderables()
+
+
+def model_task_table(mt: Any, title: str | None = None) -> Table:
+    """MetaSchedule's tuning statistics: task, FLOP, weight, GFLOP/s, latency, weighted latency, trials."""
+    table = Table(title=title)
+    for col in ("ID", "task", "FLOP", "weight", "GFLOP/s", "latency", "weighted latency", "trials", "done"):
+        table.add_column(col, justify="left" if col in ("task", "done") else "right")
+    failed = mt.scheduler.failed
+    for i, (t, w) in enumerate(zip(mt.states, mt.weights, strict=True)):
+        flop = t.inst.flop_count()
+        found = t.best_cost < float("inf")
+        trials = f"{t.trials}" + (f" (+{t.previous})" if t.previous else "")
+        view = _view(t, w)
+        done = "failed" if failed(view) else ""
+        table.add_row(
+            str(i), t.inst.name, f"{flop:.3g}", f"{w:g}", f"{t.best_gflops:.1f}" if found else "-",
+            _fmt_s(t.best_cost), _fmt_s(w * t.best_cost) if found else "-", trials, done,
+        )  # fmt: skip
+    total, missing = mt.latency()
+    table.caption = (
+        f"trials {sum(t.trials for t in mt.states)} this run (+{mt.reuse.records} logged); estimated "
+        f"model latency {_fmt_s(total)}" + (f", {missing} task(s) without a result yet" if missing else "")
+    )
+    return table
+
+
+def _view(task: TaskState, weight: float) -> Any:
+    from .search.task_scheduler import TaskProgress
+
+    return TaskProgress(task.best_cost, task.trials, weight=weight, rounds=task.rounds)
+
+
+class ModelProgress:
+    """Live progress of a model's tuning: trials of the budget, the estimated model latency, the task table.
+
+    On a terminal the table is redrawn after every batch; otherwise each batch prints one line.
+    """
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(stderr=True, soft_wrap=True)
+        self.mt: Any = None
+        self.progress = _ProgressWithTable(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("model {task.fields[latency]}"), TimeRemainingColumn(),
+            console=self.console, transient=False,
+            table=(lambda: model_task_table(self.mt)) if self.console.is_terminal else None,
+        )  # fmt: skip
+        self.bar: Any = None
+
+    def __enter__(self) -> ModelProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+    def attach(self, mt: Any) -> None:
+        self.mt = mt
+        chip, tuner, tg = mt.tuner.chip, mt.tuner, mt.task_graph
+        self.console.print(
+            f"model [bold]{tg.graph.name}[/]: {len(tg.tasks)} tasks from {len(tg.calls)} fused groups; "
+            f"target [bold]{tuner.target}[/] ({chip.name}, {chip.cores} cores), log {tuner.log_path}, "
+            f"strategy {tuner.options.strategy}"
+        )
+
+    def begin(self, budget: int) -> None:
+        self.bar = self.progress.add_task("trials", total=max(budget, 1), latency=self._latency())
+        self.progress.start()
+
+    def note(self, text: str) -> None:
+        self.console.print(f"[yellow]note:[/] {text}")
+
+    def _latency(self) -> str:
+        total, missing = self.mt.latency()
+        return f"{_fmt_s(total)}" + (f" (+{missing} untimed)" if missing else "")
+
+    def report(self, event: str, task: TaskState) -> None:
+        if event == "reference":
+            self.note(f"{task.inst.name}: computing the reference...")
+            return
+        if event != "batch" or self.bar is None:
+            return
+        done = sum(t.trials for t in self.mt.states)
+        self.progress.update(self.bar, completed=done, latency=self._latency())
+        if not self.console.is_terminal:
+            self.console.print(
+                f"trials {done}: {task.inst.name} best {_fmt_s(task.best_cost)}; model {self._latency()}",
+                highlight=False,
+            )
+
+
+def print_model_summary(mt: Any, race: Any, console: Console | None = None) -> None:
+    """The final task table, what was reused and what failed, and the end-to-end race if one was run."""
+    console = console or Console(width=None if sys.stdout.isatty() else 140)
+    console.print(model_task_table(mt, f"autosched tune: {mt.graph.name} on {mt.tuner.target}"))
+    console.print(mt.reuse.describe(len(mt.states)))
+    for name in mt.failed():
+        console.print(f"[red]{name}: no candidate ran correctly; it keeps its default schedule[/]")
+    if untried := mt.untried():
+        console.print(f"not tried (too few trials), on the default schedule: {', '.join(untried)}")
+    total, _missing = mt.latency()
+    shares = sorted(
+        ((w * t.best_cost, t.inst.name) for t, w in zip(mt.states, mt.weights) if t.best_cost < float("inf")),
+        reverse=True,
+    )
+    if total > 0:
+        top = ", ".join(f"{name} {cost / total:.0%}" for cost, name in shares[:3])
+        console.print(f"largest shares of the estimated latency: {top}")
+    if race is None:
+        return
+    line = f"end to end, {race.tuned_tasks} of {race.total_tasks} tasks tuned: "
+    line += f"autosched {_fmt_s(race.autosched_s)}"
+    if race.onnxruntime_s is not None:
+        line += (
+            f", onnxruntime {_fmt_s(race.onnxruntime_s)}: {race.speedup:.2f}x (> 1: autosched is faster); "
+            f"outputs match onnxruntime's (max error {race.max_rel_err:.1e} of the largest value)"
+        )
+    else:
+        line += " (onnxruntime not installed: not compared)"
+    console.print(line)
+    console.print(
+        "the model compiled with the log's best records and onnxruntime, re-timed in turns in this process "
+        "on fresh random inputs (median of each one's runs)"
+    )

@@ -49,6 +49,7 @@ class TaskState:
     final_s: float | None = None  # the best kernel re-timed in turns with the baseline, at the end
     baseline_label: str = ""
     history: list[float] = field(default_factory=list)  # best cost after each trial of this run
+    rounds: list[float] = field(default_factory=list)  # best cost after each batch (the round scheduler's)
     foreign: int = 0  # records of other chips learnt from (--transfer-from), never counted as results
 
     @property
@@ -278,6 +279,7 @@ class Tuner:
             return False  # the space is exhausted
         results = self.measurer.measure(task.measure_task, [c.trace for c in candidates])
         self._record(task, candidates, results)
+        task.rounds.append(task.best_cost)
         self.reporter("batch", task)
         return True
 
@@ -290,24 +292,28 @@ class Tuner:
 
         return XGBModel(seed=self.options.seed)
 
-    def run_scheduled(self, scheduler: Any = None) -> list[TaskState]:
+    def run_scheduled(
+        self, scheduler: Any = None, budget: int | None = None, weights: Sequence[float] | None = None
+    ) -> list[TaskState]:
         """Tune all tasks together: each batch goes to the task where it should cut the summed latency
-        most (:class:`~autosched.search.task_scheduler.GradientTaskScheduler`). The total budget is the
-        sum of the per-task budgets; a task may get more or fewer trials than its share.
+        most (:class:`~autosched.search.task_scheduler.GradientTaskScheduler` unless ``scheduler``).
+        The total budget is ``budget``, or the sum of the per-task budgets; a task may get more or fewer
+        trials than its share. ``weights``: how often each task runs (a model's tasks, issue 12).
         """
         from .search.task_scheduler import GradientTaskScheduler, TaskProgress
 
         sched = scheduler or GradientTaskScheduler(seed=self.options.seed)
+        weights = list(weights) if weights is not None else [1.0] * len(self.tasks)
         try:
             for task in self.tasks:
                 self._begin(task)
-            left = sum(t.budget for t in self.tasks)
+            left = sum(t.budget for t in self.tasks) if budget is None else budget
             done = [t.budget == 0 for t in self.tasks]
             while left > 0:
                 views = [
                     TaskProgress(t.best_cost, t.trials, t.history, float(t.inst.flop_count()), t.inst.name,
-                                 done=d)
-                    for t, d in zip(self.tasks, done)
+                                 weight=w, done=d, rounds=t.rounds)
+                    for t, d, w in zip(self.tasks, done, weights, strict=True)
                 ]  # fmt: skip
                 i = sched.next_task(views)
                 if i is None:

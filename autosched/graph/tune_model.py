@@ -1,0 +1,269 @@
+"""Whole-model tuning: every task of a model tuned together, for the model's end-to-end latency.
+
+The model's fused groups become deduplicated tasks (``extract_tasks``: one per structural workload key,
+weighted by how often the model runs it). One :class:`~autosched.tune.Tuner` measures them all, and
+MetaSchedule's round gradient scheduler (:class:`~autosched.search.task_scheduler.RoundGradientScheduler`)
+gives each batch to the task where it should cut ``sum(weight * best latency)`` most. ``--trials`` is
+the model's total.
+
+Records are the operators' records (workload key + target), so a task already in the log, from an
+earlier run or from another model that shares it (a ResNet stem), is not measured again: its records
+seed the search and, with ``resume``, count toward the trials.
+
+Example::
+
+    mt = ModelTuner("resnet18.onnx", "llvm-cpu", "tuning_logs/resnet18.jsonl", TuneOptions(trials=500))
+    notes = mt.load_previous()
+    states = mt.run()
+    mt.latency()                   # (estimated seconds of the tasks with a result, tasks without one)
+    compare_with_onnxruntime("resnet18.onnx", graph=mt.graph, log=mt.tuner.log_path)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import AutoschedError
+from ..tune import TaskState, TuneOptions, Tuner
+from .compiled import as_graph
+from .ir import Graph
+from .tasks import TaskGraph, extract_tasks
+
+MATCH_RTOL = 1e-3  # of the output's largest magnitude: tuned schedules sum in another order
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """Records already in the log for this model's tasks: not measured again."""
+
+    records: int
+    tasks: int
+
+    def describe(self, total_tasks: int) -> str:
+        if not self.records:
+            return f"no records of this model's {total_tasks} tasks in the log yet"
+        return (
+            f"reused {self.records} record(s) of {self.tasks} of the {total_tasks} tasks already in the log "
+            "(from earlier runs or other models sharing the task): they are not measured again"
+        )
+
+
+class ModelTuner:
+    """The tasks of one model (a Graph, an ``.onnx`` path or a ModelProto), tuned together."""
+
+    def __init__(
+        self,
+        model: Any,
+        target: str = "llvm-cpu",
+        log_path: str | Path = "tuning_logs/model.jsonl",
+        options: TuneOptions | None = None,
+        *,
+        measurer: Any = None,
+        reporter: Any = None,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        scheduler: Any = None,
+    ):
+        from ..search.task_scheduler import RoundGradientScheduler
+
+        self.options = options or TuneOptions()
+        self.graph: Graph = as_graph(model, input_shapes)
+        self.task_graph: TaskGraph = extract_tasks(self.graph)
+        self.weights = [float(t.weight) for t in self.task_graph.tasks]
+        instances = [t.instance for t in self.task_graph.tasks]
+        self.tuner = Tuner(instances, target, log_path, self.options, measurer, reporter)
+        self.scheduler = scheduler or RoundGradientScheduler(seed=self.options.seed)
+        self.reuse = Reuse(0, 0)
+
+    @property
+    def states(self) -> list[TaskState]:
+        return self.tuner.tasks
+
+    def load_previous(self) -> list[str]:
+        """Fold in this chip's records of the model's tasks; returns notes (reuse first, then problems).
+
+        A task with records starts with a flat history of as many rounds as its records fill batches,
+        so the round-robin pass skips it and the scheduler weighs it by its best so far.
+        """
+        notes: list[str] = []
+        for task in self.states:
+            for note in self.tuner.load_previous(task):
+                if note not in notes:  # the same bad line of the log is reported once, not per task
+                    notes.append(note)
+            if task.previous and math.isfinite(task.best_cost):
+                task.rounds = [task.best_cost] * math.ceil(task.previous / self.options.batch_size)
+        reused = [t for t in self.states if t.previous]
+        self.reuse = Reuse(sum(t.previous for t in reused), len(reused))
+        return [self.reuse.describe(len(self.states)), *notes]
+
+    def budget(self) -> int:
+        """Trials to measure in this run: ``--trials``, less the logged records with ``resume``."""
+        logged = sum(t.previous for t in self.states) if self.options.resume else 0
+        return max(0, self.options.trials - logged)
+
+    def run(self) -> list[TaskState]:
+        """Spend the budget over the tasks; every batch is in the log before the next starts."""
+        return self.tuner.run_scheduled(self.scheduler, self.budget(), self.weights)
+
+    def latency(self) -> tuple[float, int]:
+        """(sum of weight x best latency over the tasks with a valid result, how many tasks have none)."""
+        total, missing = 0.0, 0
+        for task, weight in zip(self.states, self.weights, strict=True):
+            if math.isfinite(task.best_cost):
+                total += weight * task.best_cost
+            else:
+                missing += 1
+        return total, missing
+
+    def failed(self) -> list[str]:
+        """Tasks measured that no candidate ran correctly: they keep their default schedule."""
+        return [t.inst.name for t in self.states if t.best_trace is None and t.trials + t.previous > 0]
+
+    def untried(self) -> list[str]:
+        """Tasks the budget ran out before (fewer trials than tasks): they keep their default schedule."""
+        return [t.inst.name for t in self.states if t.trials + t.previous == 0]
+
+
+# End-to-end check and race -------------------------------------------------------------------------
+
+
+class ModelMismatchError(AutoschedError):
+    """The compiled model's outputs disagree with onnxruntime's on the same inputs."""
+
+
+@dataclass(frozen=True)
+class ModelRace:
+    """The compiled model against onnxruntime, timed in turns in this process (seconds per run)."""
+
+    autosched_s: float
+    onnxruntime_s: float | None  # None without onnxruntime (or without an ONNX file to give it)
+    max_rel_err: float | None  # of autosched's outputs vs onnxruntime's, over each output's largest value
+    tuned_tasks: int
+    total_tasks: int
+
+    @property
+    def speedup(self) -> float | None:
+        """onnxruntime's time / autosched's (> 1: autosched is faster)."""
+        return None if self.onnxruntime_s is None else self.onnxruntime_s / self.autosched_s
+
+
+def random_model_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Fresh non-zero random inputs: floats standard normal, integers and bools 0 or 1.
+
+    Integers stay in [0, 2): valid token ids, indices and attention masks for any model.
+    """
+    rng = np.random.default_rng(seed)
+    out = {}
+    for inp in graph.inputs:
+        shape = inp.shape if inp.shape is not None else tuple(inp.tensor.shape)
+        dtype = np.dtype(inp.dtype)
+        if np.issubdtype(dtype, np.floating):
+            out[inp.name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            out[inp.name] = rng.integers(0, 2, shape).astype(dtype)
+    return out
+
+
+def _ort_session(path: Path) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = os.cpu_count() or 1
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def compare_with_onnxruntime(
+    onnx_path: str | Path | None,
+    *,
+    graph: Graph,
+    log: str | Path | None,
+    target: str = "llvm-cpu",
+    repeat: int = 20,
+    seed: int = 5,
+) -> ModelRace:
+    """Compile ``graph`` with the log's best records, check it against onnxruntime, then time both in turns.
+
+    Raises :class:`ModelMismatchError` when an output is off by more than ``MATCH_RTOL`` of its largest
+    value. Without onnxruntime (or an ONNX file) only autosched is timed.
+    """
+    import warnings
+
+    from ..measure.compare import interleaved_medians
+    from .compiled import compile_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # untuned tasks are counted in the summary instead
+        model = compile_model(graph, target, log if log is not None and Path(log).is_file() else None)
+    tuned = sum(1 for s in model.sources if s == "log")
+    inputs = random_model_inputs(graph, seed)
+    contenders = [lambda: model.run(inputs)]
+    session, err = None, None
+    if onnx_path is not None:
+        try:
+            session = _ort_session(Path(onnx_path))
+        except ImportError:
+            session = None
+    if session is not None:
+        expected = session.run(None, inputs)
+        got = model.run(inputs)
+        err = 0.0
+        for out, want in zip(model.output_names, expected, strict=True):
+            diff = np.abs(got[out].astype(np.float64) - want)
+            scale = float(np.abs(want).max()) or 1.0
+            e = float(diff.max()) / scale if diff.size else 0.0
+            if not e <= MATCH_RTOL:  # NaN fails too
+                raise ModelMismatchError(
+                    f"tuned model {graph.name!r}: output {out!r} is off onnxruntime's by {e:.2e} of its "
+                    f"largest value (allowed {MATCH_RTOL}); a tuned record in {log} is wrong: rerun with "
+                    "--debug and report it"
+                )
+            err = max(err, e)
+        contenders.append(lambda: session.run(None, inputs))
+    times = interleaved_medians(contenders, repeat=repeat, block=max(1, repeat // 4))
+    return ModelRace(times[0], times[1] if session is not None else None, err, tuned, len(model.sources))
+
+
+# Command line ----------------------------------------------------------------------------------------
+
+
+def cmd_tune_model(ns: Any) -> int:
+    """``autosched tune model.onnx --trials N``: tune, then race the compiled model against onnxruntime."""
+    import sys
+
+    from ..progress import ModelProgress, print_model_summary
+    from .export import parse_input_shapes
+
+    log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"
+    options = TuneOptions(
+        trials=ns.trials, batch_size=ns.batch_size, strategy=ns.strategy, resume=ns.resume, seed=ns.seed,
+        num_threads=ns.threads, timeout_s=ns.timeout, early_stopping=ns.early_stop,
+        transfer_from=tuple(ns.transfer_from or ()), transfer_top=ns.transfer_top,
+    )  # fmt: skip
+    shapes = parse_input_shapes(getattr(ns, "input_shape", None))
+    with ModelProgress() as progress:
+        mt = ModelTuner(ns.op_file, ns.target, log, options, reporter=progress.report, input_shapes=shapes)
+        progress.attach(mt)
+        for note in mt.load_previous():
+            progress.note(note)
+        progress.begin(mt.budget())
+        try:
+            mt.run()
+        except KeyboardInterrupt:
+            progress.stop()
+            print(f"\ninterrupted: every finished batch is in {log}; continue with --resume", file=sys.stderr)
+            return 130
+    race = None
+    if mt.tuner.target.kind == "llvm-cpu":  # onnxruntime runs on this CPU: racing another chip means nothing
+        try:
+            race = compare_with_onnxruntime(ns.op_file, graph=mt.graph, log=log, target=str(mt.tuner.target))
+        except ModelMismatchError:
+            print_model_summary(mt, None)  # what was tuned is in the log; then the one-line error
+            raise
+    print_model_summary(mt, race)
+    return 0
