@@ -20,6 +20,7 @@ from .llvm_intrinsics import I32, declare, lane_range, like, splat
 from .llvm_vector import affine_index, lane_reduction, strides, why_not_vectorizable
 
 MALLOC_ABOVE_BYTES = 64 * 1024  # OpenMP worker threads have small stacks
+MAX_LOAD_STRIDE = 4  # lanes up to this far apart load their span once and shuffle
 
 
 class LLVMCodegen(ExprCodegen):
@@ -109,6 +110,8 @@ class LLVMCodegen(ExprCodegen):
             assert self.vector is not None
             b.store(self.widen(value, self.vector[1]), self.gep(s.buffer, addr), align=align)
         else:  # scatter, lane by lane in order
+            if kind.startswith("stride"):
+                addr = self.lane_indices(addr, int(kind[6:]))
             value = self.broadcast(value, addr)
             for lane in range(addr.type.count):
                 k = ir.Constant(I32, lane)
@@ -182,19 +185,29 @@ class LLVMCodegen(ExprCodegen):
 
     # Memory -------------------------------------------------------------------------------------
     def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[str, ir.Value]:
-        """("scalar", pointer) | ("vector", index of lane 0) | ("lanes", vector of indices)."""
+        """("scalar", pointer) | ("vector", index of lane 0) | ("lanes", vector of indices) |
+        ("stride<s>", index of lane 0) for lanes ``s`` elements apart."""
         if self.vector is not None:
             var = self.vector[0]
             form = affine_index(buf, indices, var)
-            if form is not None and form.coeff in (0, 1):
+            if form is not None and 0 <= form.coeff <= MAX_LOAD_STRIDE:
                 # The index of lane 0; lane k then reads base + coeff * k.
                 base: list[ir.Value] = []
                 self.with_var(var, ir.Constant(I64, 0), lambda: base.append(self.flat_index(buf, indices)))
+                if form.coeff > 1:
+                    return f"stride{form.coeff}", base[0]
                 return ("vector", base[0]) if form.coeff == 1 else ("scalar", self.gep(buf, base[0]))
         index = self.flat_index(buf, indices)
         if isinstance(index.type, ir.VectorType):
             return "lanes", index
         return "scalar", self.gep(buf, index)
+
+    def lane_indices(self, base: ir.Value, stride: int) -> ir.Value:
+        """The vector ``base + stride * k`` over the lanes ``k``."""
+        assert self.vector is not None
+        lanes = self.vector[1]
+        steps = ir.Constant(ir.VectorType(I64, lanes), [stride * k for k in range(lanes)])
+        return self.frame.b.add(self.widen(base, lanes), steps)
 
     def flat_index(self, buf: Buffer, indices: tuple[Expr, ...]) -> ir.Value:
         if len(indices) != len(buf.shape):
@@ -228,6 +241,16 @@ class LLVMCodegen(ExprCodegen):
         elif kind == "vector":
             assert self.vector is not None
             v = b.load(self.gep(e.buffer, addr), typ=ir.VectorType(sty, self.vector[1]), align=align)
+        elif kind.startswith("stride"):
+            # Lanes s apart (a stride-2 conv's input): one load of the span they cover, exactly to the
+            # last lane so it stays in bounds, then every s-th element (scalar loads cost one per lane).
+            assert self.vector is not None
+            stride, lanes = int(kind[6:]), self.vector[1]
+            span = ir.VectorType(sty, stride * (lanes - 1) + 1)
+            wide = b.load(self.gep(e.buffer, addr), typ=span, align=align)
+            v = b.shuffle_vector(
+                wide, wide, ir.Constant(ir.VectorType(I32, lanes), list(range(0, span.count, stride)))
+            )
         else:  # gather from scalar loads
             v = ir.Constant(ir.VectorType(sty, addr.type.count), ir.Undefined)
             for lane in range(addr.type.count):

@@ -11,6 +11,7 @@ from .bounds import check_bounds
 from .cross_thread import lower_cross_thread_reductions
 from .gpu_sync import insert_barriers
 from .ir import PrimFunc
+from .partition import partition_vector_loops
 from .schedule_ops import schedule_to_loops
 from .simplify import simplify
 from .unroll import auto_unroll
@@ -20,6 +21,8 @@ Pass = Callable[[PrimFunc], PrimFunc]
 
 PASSES: list[tuple[str, Pass]] = [
     ("simplify", simplify),  # fold the constants bound inference and splits leave behind
+    # a vector loop whose lanes test padding: guarded whole-vector part, the border lane by lane
+    ("partition_vector_loops", partition_vector_loops),
     ("auto_unroll", auto_unroll),  # honour pragma auto_unroll_max_step
 ]
 

@@ -33,6 +33,7 @@ from .stage import Split, Stage
 Decisions = dict[str, Any]
 UNROLL_STEPS = (0, 16, 64, 512)
 RFACTOR_LANES = (4, 8, 16, 32, 64)  # 64: four 16-lane accumulators hide the add latency
+WINDOW_UNROLL_MAX = 64  # reduction windows up to this many taps may be unrolled (8x8 pools)
 
 
 def divisors(n: int) -> list[int]:
@@ -426,6 +427,12 @@ class _Builder:
                 outer = [*spatial[:-1], jo]
                 st.reorder(*outer, *reduce, ji)
                 st.vectorize(ji)
+        # A small window (a 3x3 pool) unrolled around the vector body: its taps are straight-line
+        # vector code, the accumulator stays in a register between them.
+        if reduce and _prod([a.extent for a in reduce]) <= WINDOW_UNROLL_MAX:
+            if self.choose(f"{st.name}/unroll_window", (True, False)):
+                for a in reduce:
+                    st.unroll(a)
         self.place(st, outer)
 
     def attach_spots(self, st: Stage) -> list[tuple[str, str]]:
