@@ -68,7 +68,7 @@ def build(
 
     Example: ``f = autosched.build(s, [A, B, C], "llvm-cpu"); f(a, b, c)``.
     """
-    func = lower(sch, args, name)
+    func = lower(sch, args, name, target=target)
     adapter = get_adapter(target)
     return BuiltFunction(func, adapter, adapter.compile(func), count_inputs(args))
 

@@ -98,7 +98,7 @@ def _compare_with_numpy(tasks: list[Any], tuner: Any) -> None:
 
     for t in tasks:
         fn = getattr(_workload_of(t.inst), "baseline", None)
-        if fn is None or t.best_trace is None or tuner.target.kind != "llvm-cpu":
+        if fn is None or t.best_trace is None or not tuner.adapter.spec.can_export:
             continue
         try:
             t.final_s, t.baseline_s = compare_with_baseline(

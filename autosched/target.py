@@ -1,4 +1,8 @@
-"""Targets: which adapter runs the code, and for which chip (``llvm-cpu -mcpu=haswell``)."""
+"""Targets: which adapter runs the code, and for which chip (``llvm-cpu -mcpu=haswell``).
+
+The kinds and the options each accepts are what the registered adapters declare
+(:class:`autosched.hai.spec.AdapterSpec`); nothing here names an adapter.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,6 @@ import shlex
 from dataclasses import dataclass
 
 from .errors import TargetError
-
-KINDS = ("llvm-cpu", "opencl", "cuda")
-# Options each kind accepts; values are strings.
-OPTIONS = {"llvm-cpu": ("mcpu", "mattr", "num-threads"), "opencl": ("device",), "cuda": ("arch",)}
 
 
 @dataclass(frozen=True)
@@ -28,31 +28,32 @@ class Target:
 
 def parse_target(text: str | Target) -> Target:
     """Parse ``"llvm-cpu -mcpu=haswell"``; an unknown kind or option is a :class:`TargetError`."""
+    from .hai import registry  # the adapters declare the kinds; imported late: hai sits above target
+
     if isinstance(text, Target):
         return text
     words = shlex.split(str(text))
     if not words:
-        raise TargetError("empty target; expected one of: " + ", ".join(KINDS))
-    kind, rest = words[0], words[1:]
-    if kind == "llvm":
-        kind = "llvm-cpu"
-    if kind not in KINDS:
-        raise TargetError(f"unknown target kind {kind!r} in {text!r}; expected one of: {', '.join(KINDS)}")
+        raise TargetError("empty target; expected one of: " + ", ".join(registry.kinds()))
+    kind = registry.resolve_kind(words[0])
+    if kind is None:
+        raise TargetError(
+            f"unknown target kind {words[0]!r} in {text!r} (no adapter for target kind {words[0]!r} is "
+            f"installed); expected one of: {', '.join(registry.kinds())}"
+        )
+    spec = registry.spec_of(kind)
     options: dict[str, str] = {}
-    for word in rest:
+    for word in words[1:]:
         if not word.startswith("-") or "=" not in word:
             raise TargetError(f"target {text!r}: option {word!r} is not of the form -key=value")
         key, value = word.lstrip("-").split("=", 1)
-        if key not in OPTIONS[kind]:
-            raise TargetError(
-                f"target {text!r}: unknown option {key!r} for {kind}; known: {', '.join(OPTIONS[kind])}"
-            )
+        if key not in spec.options:
+            known = ", ".join(spec.options) or "none"
+            raise TargetError(f"target {text!r}: unknown option {key!r} for {kind}; known: {known}")
         options[key] = value
-    if kind == "llvm-cpu" and ("mcpu" in options or "mattr" in options):
-        from .hai.llvm_cpu import check_cpu_options  # needs llvmlite: only for llvm-cpu targets
-
+    if spec.check_options is not None:
         try:
-            check_cpu_options(options.get("mcpu"), options.get("mattr"))
+            spec.check_options(options)
         except TargetError as e:
             raise TargetError(f"target {text!r}: {e}") from None
     return Target(kind, tuple(sorted(options.items())))

@@ -154,8 +154,8 @@ class Tuner:
         self.tasks = [self._task(inst, cores, lanes) for inst in instances]
 
     def _local_measurer(self) -> Any:
-        # --- GPU-style targets (issue 6): compiled and timed in this process by their adapter ---
-        if self.target.kind in ("opencl", "cuda"):
+        # --- adapters without linkable objects (GPU-style ones): compiled and timed in a device worker ---
+        if not self.adapter.spec.can_export:
             from .measure.device_measurer import DeviceMeasurer
 
             o = self.options
@@ -173,7 +173,7 @@ class Tuner:
     def _task(self, inst: WorkloadInstance, cores: int, lanes: int) -> TaskState:
         policy: Any = SketchPolicy(list(inst.outputs), cores=cores, lanes=lanes)
         # --- GPU-style targets (issue 6): blocks, threads and shared memory instead of cores and lanes ---
-        if self.target.kind in ("opencl", "cuda"):
+        if self.adapter.spec.style == "gpu":
             from .search_space.gpu_sketch import GPUSketchPolicy
 
             shared = self.chip.shared_mem_bytes or 48 * 1024

@@ -259,7 +259,7 @@ def cmd_tune_model(ns: Any) -> int:
             print(f"\ninterrupted: every finished batch is in {log}; continue with --resume", file=sys.stderr)
             return 130
     race = None
-    if mt.tuner.target.kind == "llvm-cpu":  # onnxruntime runs on this CPU: racing another chip means nothing
+    if mt.tuner.adapter.spec.style == "cpu":  # onnxruntime runs on this CPU: racing a GPU means nothing
         try:
             race = compare_with_onnxruntime(ns.op_file, graph=mt.graph, log=log, target=str(mt.tuner.target))
         except ModelMismatchError:

@@ -1,9 +1,9 @@
 """Chip facts measured, not guessed: peak FLOP/s and bandwidth, measured once per machine and target, cached.
 
 An adapter's ``info()`` gives what it can read cheaply (names, features, caches) and an estimated peak.
-:func:`measured_info` replaces the estimates with measurements where the adapter can make them (today the
-llvm-cpu adapter, through :mod:`.cpu_facts`), cached in ``$AUTOSCHED_CACHE_DIR`` (default
-``~/.cache/autosched``) under ``chip_facts.json``, keyed by the target and the chip's identity.
+:func:`measured_info` replaces the estimates with measurements where the adapter can make them (adapters
+whose spec says ``measures_facts``; llvm-cpu through :mod:`.cpu_facts`), cached in ``$AUTOSCHED_CACHE_DIR``
+(default ``~/.cache/autosched``) under ``chip_facts.json``, keyed by the target and the chip's identity.
 ``info.extra["facts"]`` says which: ``"measured"`` or ``"estimated"``. ``AUTOSCHED_MEASURE_CHIP=0`` keeps the
 estimates (the test suite sets it: tests do not time things).
 """
@@ -63,11 +63,10 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
 
 def measure(adapter: Any, info: ChipInfo) -> dict[str, float] | None:
     """Fresh measurements for ``adapter``'s chip, or None where the adapter cannot measure."""
-    if info.kind != "cpu" or not hasattr(adapter, "llvm_features"):
+    spec = getattr(adapter, "spec", None)
+    if spec is None or not spec.measures_facts:
         return None
-    from .cpu_facts import measure_cpu_facts
-
-    return measure_cpu_facts(adapter, info.cores, info.l2_bytes, info.l3_bytes)
+    return adapter.measure_facts(info)
 
 
 def measured_info(adapter: Any, *, measure_now: bool = True, remeasure: bool = False) -> ChipInfo:

@@ -17,9 +17,9 @@ import numpy as np
 from ..codegen.c_like import CUDA, DeviceProgram, render_c_like
 from ..errors import CompileError, RunError, TargetError
 from ..lower.ir import PrimFunc
-from ..lower.pipeline import run_gpu_passes
 from ..target import Target, parse_target
 from .base import ChipInfo
+from .spec import AdapterSpec
 
 
 def _cupy() -> Any:
@@ -65,9 +65,14 @@ class CUDAAdapter:
         adapter.launch(kernel, [a, b, c])
     """
 
+    spec = AdapterSpec(
+        "cuda", options=("arch",), style="gpu", description="NVIDIA GPUs (cupy + NVRTC)",
+        source_label="CUDA C",
+    )  # fmt: skip
+
     def __init__(self, target: Target | str = "cuda"):
         self.target = parse_target(target)
-        if self.target.kind != "cuda":
+        if self.target.kind != self.spec.kind:
             raise TargetError(f"CUDAAdapter takes a cuda target, got {self.target}")
         self.has_gpu = gpu_count() > 0
         arch = self.target.get("arch")
@@ -103,7 +108,7 @@ class CUDAAdapter:
 
     # Code -----------------------------------------------------------------------------------------
     def render(self, func: PrimFunc) -> DeviceProgram:
-        return render_c_like(run_gpu_passes(func), CUDA)
+        return render_c_like(func, CUDA)  # lower(..., target) ran the GPU passes
 
     def compile_ptx(self, func: PrimFunc, arch: str | None = None) -> str:
         """PTX of ``func`` for ``arch`` (default: this target's) via NVRTC; no GPU needed."""

@@ -24,6 +24,7 @@ from ..errors import CompileError, RunError, TargetError
 from ..lower.ir import PrimFunc
 from ..target import Target, parse_target
 from .base import ChipInfo
+from .spec import AdapterSpec
 
 # ISA features implied by common -mcpu names, for chip facts (LLVM itself knows the full lists).
 _X86_V2 = ("sse", "sse2", "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "cx16")
@@ -181,6 +182,11 @@ def _cpu_ghz() -> float:
     return 3.0
 
 
+def _check_options(options: Any) -> None:
+    if "mcpu" in options or "mattr" in options:
+        check_cpu_options(options.get("mcpu"), options.get("mattr"))
+
+
 class LLVMCPUAdapter:
     """HardwareAdapter for CPUs through LLVM.
 
@@ -191,9 +197,15 @@ class LLVMCPUAdapter:
         adapter.launch(kernel, [a, b, c])
     """
 
+    spec = AdapterSpec(
+        "llvm-cpu", options=("mcpu", "mattr", "num-threads"), style="cpu", can_export=True,
+        measures_facts=True, description="CPUs through LLVM (llvmlite MCJIT); -mcpu=NAME for another chip",
+        source_label="LLVM IR", aliases=("llvm",), check_options=_check_options,
+    )  # fmt: skip
+
     def __init__(self, target: Target | str = "llvm-cpu"):
         self.target = parse_target(target)
-        if self.target.kind != "llvm-cpu":
+        if self.target.kind != self.spec.kind:
             raise TargetError(f"LLVMCPUAdapter takes an llvm-cpu target, got {self.target}")
         llvm = _llvm()
         self.triple = llvm.get_process_triple()
@@ -238,6 +250,12 @@ class LLVMCPUAdapter:
             peak_gflops=cores * _cpu_ghz() * lanes * 2 * 2,  # 2 FMA units x 2 flops per FMA
             extra={"triple": self.triple, "mattr": self.target.get("mattr") or ""},
         )
+
+    def measure_facts(self, info: ChipInfo) -> dict[str, float]:
+        """Peak FLOP/s and bandwidth timed on this CPU (see :mod:`.chip_facts`)."""
+        from .cpu_facts import measure_cpu_facts
+
+        return measure_cpu_facts(self, info.cores, info.l2_bytes, info.l3_bytes)
 
     # Code -----------------------------------------------------------------------------------------
     def render(self, func: PrimFunc) -> str:

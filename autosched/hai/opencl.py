@@ -16,9 +16,9 @@ import numpy as np
 from ..codegen.c_like import OPENCL, DeviceProgram, render_c_like
 from ..errors import CompileError, RunError, TargetError
 from ..lower.ir import PrimFunc
-from ..lower.pipeline import run_gpu_passes
 from ..target import Target, parse_target
 from .base import ChipInfo
+from .spec import AdapterSpec
 
 
 def _cl() -> Any:
@@ -54,23 +54,46 @@ class OpenCLAdapter:
         adapter.launch(kernel, [a, b, c])      # numpy arrays, copied in and out
     """
 
+    spec = AdapterSpec(
+        "opencl", options=("device",), style="gpu", description="OpenCL devices (pyopencl; PoCL on a CPU)",
+        source_label="OpenCL C",
+    )  # fmt: skip
+
     def __init__(self, target: Target | str = "opencl"):
         self.target = parse_target(target)
-        if self.target.kind != "opencl":
+        if self.target.kind != self.spec.kind:
             raise TargetError(f"OpenCLAdapter takes an opencl target, got {self.target}")
-        cl = _cl()
-        try:
-            devices = [d for p in cl.get_platforms() for d in p.get_devices()]
-        except cl.Error as e:
-            raise TargetError(
-                f"opencl: no OpenCL platform here ({e}); install an ICD such as pocl-opencl-icd"
-            ) from e
-        index = int(self.target.get("device") or 0)
-        if not 0 <= index < len(devices):
-            raise TargetError(f"opencl: device {index} requested, {len(devices)} found")
-        self.device = devices[index]
-        self.ctx = cl.Context([self.device])
-        self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self._opened: tuple[Any, Any, Any] | None = None  # rendering needs no OpenCL platform
+
+    def _open(self) -> tuple[Any, Any, Any]:
+        """(device, context, queue), made on first use: the platform is looked for only then."""
+        if self._opened is None:
+            cl = _cl()
+            try:
+                devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+            except cl.Error as e:
+                raise TargetError(
+                    f"opencl: no OpenCL platform here ({e}); install an ICD such as pocl-opencl-icd"
+                ) from e
+            index = int(self.target.get("device") or 0)
+            if not 0 <= index < len(devices):
+                raise TargetError(f"opencl: device {index} requested, {len(devices)} found")
+            ctx = cl.Context([devices[index]])
+            queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+            self._opened = (devices[index], ctx, queue)
+        return self._opened
+
+    @property
+    def device(self) -> Any:
+        return self._open()[0]
+
+    @property
+    def ctx(self) -> Any:
+        return self._open()[1]
+
+    @property
+    def queue(self) -> Any:
+        return self._open()[2]
 
     def info(self) -> ChipInfo:
         d = self.device
@@ -92,7 +115,7 @@ class OpenCLAdapter:
 
     # Code -----------------------------------------------------------------------------------------
     def render(self, func: PrimFunc) -> DeviceProgram:
-        return render_c_like(run_gpu_passes(func), OPENCL)
+        return render_c_like(func, OPENCL)  # lower(..., target) ran the GPU passes
 
     def compile(self, func: PrimFunc) -> OpenCLKernel:
         """Render and build; a refused program is a CompileError carrying the build log."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..search_space.schedule import Schedule
 from ..te.tensor import PlaceholderOp, Tensor
@@ -26,7 +27,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("auto_unroll", auto_unroll),  # honour pragma auto_unroll_max_step
 ]
 
-# Run by the GPU adapters (opencl, cuda) after PASSES, on the function they render.
+# Run after PASSES for GPU-style targets (their adapters' spec says style="gpu").
 GPU_PASSES: list[tuple[str, Pass]] = [
     ("insert_barriers", insert_barriers),  # publish shared-memory fetches to the whole block
     # reductions bound to threads: partials, then a shared-memory tree (brings its own barriers)
@@ -34,28 +35,43 @@ GPU_PASSES: list[tuple[str, Pass]] = [
 ]
 
 
+def _run(func: PrimFunc, passes: Sequence[tuple[str, Pass]]) -> PrimFunc:
+    check = os.environ.get("AUTOSCHED_VERIFY") == "1"  # verified between passes when asked
+    for pass_name, run in passes:
+        func = run(func)
+        if check:
+            verify(func, pass_name)
+    return func
+
+
 def run_gpu_passes(func: PrimFunc) -> PrimFunc:
     """``func`` after :data:`GPU_PASSES` (verified between passes when ``AUTOSCHED_VERIFY=1``)."""
-    check = os.environ.get("AUTOSCHED_VERIFY") == "1"
-    for pass_name, run in GPU_PASSES:
-        func = run(func)
-        if check:
-            verify(func, pass_name)
-    return func
+    return _run(func, GPU_PASSES)
 
 
-def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> PrimFunc:
-    """The loop IR of ``sch`` as a function of ``args`` (inputs, then outputs).
+def run_style_passes(func: PrimFunc, style: str) -> PrimFunc:
+    """A function lowered without a target, finished for ``style`` (a "gpu" one gets :data:`GPU_PASSES`)."""
+    return run_gpu_passes(func) if style == "gpu" else func
 
-    Example: ``print(format_func(lower(s, [A, B, C], "matmul")))``.
+
+def passes_for(style: str) -> list[tuple[str, Pass]]:
+    """The passes of a target style: ``"cpu"`` gets :data:`PASSES`, ``"gpu"`` then :data:`GPU_PASSES` too."""
+    return [*PASSES, *GPU_PASSES] if style == "gpu" else list(PASSES)
+
+
+def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", target: Any = None) -> PrimFunc:
+    """The loop IR of ``sch`` as a function of ``args`` (inputs, then outputs), ready for ``target``'s
+    adapter: its declared style picks the passes (no target: the CPU-style list, as for features).
+
+    Example: ``print(format_func(lower(s, [A, B, C], "matmul", target="opencl")))``.
     """
-    check = os.environ.get("AUTOSCHED_VERIFY") == "1"
+    style = "cpu"
+    if target is not None:
+        from ..hai.registry import style_of  # the adapters declare their style; hai sits above lower
+
+        style = style_of(target)
     check_bounds([t for t in args if not isinstance(t.op, PlaceholderOp)])  # once per program
     func = schedule_to_loops(sch, list(args), name)
-    if check:
+    if os.environ.get("AUTOSCHED_VERIFY") == "1":
         verify(func, "schedule_to_loops")
-    for pass_name, run in PASSES:
-        func = run(func)
-        if check:
-            verify(func, pass_name)
-    return func
+    return _run(func, passes_for(style))

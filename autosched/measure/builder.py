@@ -58,7 +58,7 @@ def build_candidate(job: BuildJob) -> BuildResult:
 
     t0 = time.perf_counter()
     outputs = list(job.args[job.n_inputs :])
-    func = lower(replay(outputs, job.trace), job.args, job.func_name)
+    func = lower(replay(outputs, job.trace), job.args, job.func_name, job.target)
     workspace = sum(
         s.buffer.size * np.dtype(s.buffer.dtype).itemsize
         for s in walk_stmts(func.body)

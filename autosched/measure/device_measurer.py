@@ -192,7 +192,8 @@ class _DeviceWorker:
             return ("ok",)
         if kind == "build":
             self.kernel = None
-            func = lower(replay(list(self.args[self.n_in :]), message[1]), self.args, self.func_name)
+            outputs = list(self.args[self.n_in :])
+            func = lower(replay(outputs, message[1]), self.args, self.func_name, self.target)
             self.kernel = self.adapter.compile(func)
             return ("ok",)
         if kind == "run":

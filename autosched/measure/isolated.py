@@ -77,7 +77,7 @@ def compile_object_job(job: BuildJob) -> BuildResult:
     from ..lower.pipeline import lower
     from ..search_space.schedule import replay
 
-    func = lower(replay(list(job.args[job.n_inputs :]), job.trace), job.args, job.func_name)
+    func = lower(replay(list(job.args[job.n_inputs :]), job.trace), job.args, job.func_name, job.target)
     out = Path(job.out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(get_adapter(job.target).compile_object(func))
@@ -228,7 +228,7 @@ def render_source_job(job: BuildJob) -> BuildResult:
     from ..lower.pipeline import lower
     from ..search_space.schedule import replay
 
-    func = lower(replay(list(job.args[job.n_inputs :]), job.trace), job.args, job.func_name)
+    func = lower(replay(list(job.args[job.n_inputs :]), job.trace), job.args, job.func_name, job.target)
     out = Path(job.out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(str(get_adapter(job.target).render(func)))

@@ -54,16 +54,29 @@ def as_array(op: str, name: str, x: Any) -> np.ndarray:
     )
 
 
-def resolve_platform(platform: str) -> str:
-    """``"auto"``: the best device here (``hai.detect()``); ``"cpu"``: llvm-cpu; else a target string."""
-    from ..hai.registry import detect
+def resolve_platform(platform: str, inst: Any = None, paths: Sequence[Path] = ()) -> str:
+    """``"auto"``: the best device here for ``inst`` (``hai.detect()``: the fastest tuned record in
+    ``paths``, else the chip facts); ``"cpu"``: the built-in CPU target; else a target string."""
+    from ..hai.registry import default_target, detect
     from ..target import parse_target
 
     if platform == "auto":
-        return detect()
+        return detect(inst, _tuned_seconds(inst, paths) if inst is not None and paths else None)
     if platform == "cpu":
-        return "llvm-cpu"
+        return default_target("cpu")
     return str(parse_target(platform))
+
+
+def _tuned_seconds(inst: Any, paths: Sequence[Path]) -> Any:
+    """For ``hai.detect``: (target, chip) -> seconds of the fastest fitting record for ``inst`` there."""
+    from ..records.record import fingerprint_of
+    from ..target import parse_target
+
+    def seconds(target: str, chip: Any) -> float | None:
+        rec = best_record(paths, inst, fingerprint_of(parse_target(target), chip))
+        return None if rec is None else rec.mean_cost
+
+    return seconds
 
 
 def _chip(target_str: str) -> tuple[Any, Any, str, int]:
@@ -117,9 +130,9 @@ def _prepare(op: str, workload: str, args: dict[str, Any], platform: str, logs: 
     wl = getattr(workloads, workload).workload
     full = {**wl.defaults, **{k: str(v) if isinstance(v, np.dtype) else v for k, v in args.items()}}
     inst = WorkloadInstance(wl.name, full, tuple(wl.function(**full)))  # topi's own errors, unwrapped
-    target_str = resolve_platform(platform)
-    target, adapter, fingerprint, cores = _chip(target_str)
     paths = log_paths(logs)
+    target_str = resolve_platform(platform, inst, paths)
+    target, adapter, fingerprint, cores = _chip(target_str)
     rec = best_record(paths, inst, fingerprint)  # validated against inst (issue 19)
     trace = None if rec is None else rec.trace
     if trace is not None:

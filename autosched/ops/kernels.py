@@ -79,25 +79,25 @@ class AdapterKernel:
             ad.copy_out(h, a)
 
 
-def _lower(inst: Any, trace: Any) -> Any:
+def _lower(inst: Any, trace: Any, target: Any) -> Any:
     from ..lower.pipeline import lower
     from ..search_space.schedule import replay
 
-    return lower(replay(list(inst.outputs), trace), inst.tensors, inst.name)
+    return lower(replay(list(inst.outputs), trace), inst.tensors, inst.name, target)
 
 
 def get_kernel(inst: Any, target: Any, adapter: Any, fingerprint: str, trace: Any) -> Any:
     """The kernel of ``inst`` scheduled by ``trace``: from the disk cache, else compiled (and cached)."""
     from ..measure.isolated import compile_isolated, render_source_job
 
-    if not hasattr(adapter, "compile_object"):
+    if not adapter.spec.can_export:
         # The kernel object lives in this process, so it is compiled here; the code generator (where
         # a hostile trace spends its time) runs first in a worker, with the limits.
         compile_isolated(
             inst.tensors, len(inst.inputs), str(target), trace, inst.name, build_fn=render_source_job
         )
         STATS["compiled"] += 1
-        return AdapterKernel(adapter, adapter.compile(_lower(inst, trace)), len(inst.inputs))
+        return AdapterKernel(adapter, adapter.compile(_lower(inst, trace, target)), len(inst.inputs))
     from ..runtime.link import LoadedKernel, load_function
 
     digest = kernel_digest(inst.key, str(target), fingerprint, trace)

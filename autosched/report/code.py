@@ -63,14 +63,14 @@ def code_view(rec: TuningRecord, inst: WorkloadInstance | None) -> CodeView:
 
 def _render(rec: TuningRecord, func: object) -> tuple[str, str, str]:
     from ..hai.registry import get_adapter
+    from ..lower.pipeline import run_style_passes
 
     try:
         adapter = get_adapter(rec.target)
-        source = adapter.render(func)
+        source = adapter.render(run_style_passes(func, adapter.spec.style))
     except (AutoschedError, ImportError, OSError, RuntimeError) as e:  # no pyopencl, no device...
         return "generated code", "", f"code for {rec.target} cannot be generated here: {e}"
-    kind = rec.target.split()[0]
-    label = "LLVM IR" if kind == "llvm-cpu" else {"opencl": "OpenCL C", "cuda": "CUDA C"}.get(kind, "code")
+    label = adapter.spec.source_label
     note = ""
     here = getattr(adapter, "cpu", None)
     logged = rec.chip.get("arch")

@@ -174,8 +174,11 @@ def export_library(
     lib_name = c_identifier(name)
     t = parse_target(target)
     adapter = get_adapter(t)
-    if not hasattr(adapter, "compile_object"):
-        raise ExportError(f"target {t}: its adapter cannot emit object files; libraries need llvm-cpu")
+    if not adapter.spec.can_export:
+        from ..hai.registry import kinds, spec_of
+
+        able = ", ".join(k for k in kinds() if spec_of(k).can_export)
+        raise ExportError(f"target {t}: its adapter cannot emit object files; libraries need one of: {able}")
     chip = adapter.info()
     fingerprint = fingerprint_of(t, chip)
     functions = choose_schedules(instances, log, fingerprint, cores=chip.cores, allow_default=allow_default)

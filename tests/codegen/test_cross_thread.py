@@ -85,7 +85,7 @@ def test_rewrite_keeps_the_sequential_meaning(kind, rows, cols, threads):
 @pytest.mark.parametrize("kind,rows,cols,threads", SHAPES)
 def test_opencl_row_reductions(kind, rows, cols, threads):
     s, args = row_reduce(kind, rows, cols, threads)
-    source = get_adapter("opencl").render(lower(s, args, "r")).source
+    source = get_adapter("opencl").render(lower(s, args, "r", target="opencl")).source
     assert f"__local float out_red[{min(threads, cols)}];" in source  # a split clamps to the extent
     assert_matches_numpy(s, args, "opencl", seed=len(SHAPES))
 
@@ -97,7 +97,7 @@ def test_cuda_row_reductions_compile(kind):
 
     s, args = row_reduce(kind, 4, 40, 6)
     adapter = CUDAAdapter("cuda")
-    func = lower(s, args, "r")
+    func = lower(s, args, "r", target="cuda")
     assert "__syncthreads();" in adapter.render(func).source
     for arch in ("sm_80", "sm_90"):
         assert ".shared" in adapter.compile_ptx(func, arch)
@@ -136,7 +136,7 @@ def test_inside_a_spatial_thread_loop_is_refused():
     s[out].bind(out.op.axis[0], "threadIdx.y")
     s[out].bind(k, "threadIdx.x")
     with pytest.raises(LowerError, match=r"over 'k'.*inside loop 'i'.*threadIdx.y"):
-        get_adapter("opencl").render(lower(s, [x, out], "r"))
+        get_adapter("opencl").render(lower(s, [x, out], "r", target="opencl"))
 
 
 def test_spatial_loop_inside_the_reduction_is_refused():
@@ -215,7 +215,7 @@ def test_sketch_cross_thread_cuda_compiles(name):
     args = SMALL_CASES[name]()
     s, _ = _forced(GPUSketchPolicy([args[-1]], max_threads=256), random.Random(name))
     adapter = CUDAAdapter("cuda")
-    func = lower(s, args, name)
+    func = lower(s, args, name, target="cuda")
     for arch in ("sm_80", "sm_90"):
         assert ".shared" in adapter.compile_ptx(func, arch)
 

@@ -32,7 +32,7 @@ def test_cuda_compiles(name):
     schedules = [default_gpu_schedule([args[-1]])]
     schedules += [GPUSketchPolicy([args[-1]]).sample(random.Random(i))[0] for i in range(2)]
     for s in schedules:
-        func = lower(s, args, name)
+        func = lower(s, args, name, target="cuda")
         for arch in ("sm_80", "sm_90"):
             ptx = adapter.compile_ptx(func, arch)
             assert ".entry" in ptx and f".target {arch}" in ptx
@@ -45,9 +45,9 @@ def test_shared_memory_and_barriers_in_cuda():
     policy = GPUSketchPolicy([args[-1]], max_threads=64)
     s, _ = policy.sample(random.Random(0), {"matmul.local/shared": True})
     adapter = CUDAAdapter("cuda -arch=sm_80")
-    source = adapter.render(lower(s, args, "mm")).source
+    source = adapter.render(lower(s, args, "mm", target="cuda")).source
     assert "__shared__ float" in source and "__syncthreads();" in source
-    assert ".shared" in adapter.compile_ptx(lower(s, args, "mm"))
+    assert ".shared" in adapter.compile_ptx(lower(s, args, "mm", target="cuda"))
 
 
 def test_refused_code_is_a_compile_error():
@@ -66,4 +66,4 @@ def test_no_gpu_is_a_clear_target_error():
         pytest.skip("a GPU is present")
     args = SMALL_CASES["matmul"]()
     with pytest.raises(TargetError, match="needs a CUDA GPU"):
-        CUDAAdapter("cuda").compile(lower(default_gpu_schedule([args[-1]]), args, "mm"))
+        CUDAAdapter("cuda").compile(lower(default_gpu_schedule([args[-1]]), args, "mm", target="cuda"))

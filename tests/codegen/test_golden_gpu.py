@@ -94,4 +94,4 @@ def test_golden_schedules_compile_with_nvrtc(case):
 
     s, args = CASES[case]()
     for arch in ("sm_80", "sm_90"):
-        assert ".shared" in CUDAAdapter("cuda").compile_ptx(lower(s, args, case), arch)
+        assert ".shared" in CUDAAdapter("cuda").compile_ptx(lower(s, args, case, target="cuda"), arch)

@@ -56,7 +56,7 @@ def test_shared_memory_tiling(name):
     for i in range(2):
         s, d = policy.sample(rng, {k: True for k in policy.sample(rng)[1] if k.endswith("/shared")})
         assert any(st.name.endswith(".shared") for st in s.stages)
-        source = str(get_adapter("opencl").render(lower(s, args, "k")))
+        source = str(get_adapter("opencl").render(lower(s, args, "k", target="opencl")))
         assert "__local float" in source and "barrier(CLK_LOCAL_MEM_FENCE);" in source
         assert_matches_numpy(s, args, "opencl", inputs=inputs_for(name, args, i))
 
@@ -65,7 +65,7 @@ def test_launch_shape_and_guards():
     """One kernel per root stage; the largest extent on a tag sets it, smaller loops are guarded."""
     args = SMALL_CASES["softmax"]()
     s = default_gpu_schedule([args[-1]], max_threads=16)
-    prog = get_adapter("opencl").render(lower(s, args, "softmax"))
+    prog = get_adapter("opencl").render(lower(s, args, "softmax", target="opencl"))
     assert len(prog.kernels) == len([st for st in s.stages if st.attach[0] == "root" and st.is_compute])
     assert all(k.block[0] <= 16 for k in prog.kernels)
     assert prog.temps  # the intermediates between kernels live in device buffers
@@ -74,7 +74,7 @@ def test_launch_shape_and_guards():
 def test_serial_nest_runs_with_one_work_item():
     args = SMALL_CASES["matmul"]()
     s = create_schedule(args[-1])
-    prog = get_adapter("opencl").render(lower(s, args, "mm"))
+    prog = get_adapter("opencl").render(lower(s, args, "mm", target="opencl"))
     assert prog.kernels[0].grid == (1, 1, 1) and prog.kernels[0].block == (1, 1, 1)
     assert_matches_numpy(s, args, "opencl")
 
