@@ -1,0 +1,151 @@
+"""ONNX Attention (opsets 23-25): scaled dot-product attention as a few te stages.
+
+Q, K, V in 3-d (heads folded into the hidden dim) or 4-d (B, heads, S, head size); grouped-query
+heads; a past key/value cache; a bool or additive mask (shorter than the keys: padded); causal and
+sliding-window masks aligned bottom-right; softcap; the four ``qk_matmul_output`` modes. Like ONNX's
+reference, a row whose every key is masked gives zeros, and Q and K are each scaled by sqrt(scale).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ... import te, topi
+from ...topi.elementwise import broadcast_read
+from .context import Node
+from .registry import converter
+
+NEG_INF = float("-inf")
+
+
+def split_heads(x: Any, heads: int, name: str) -> Any:
+    """(B, S, heads * d) -> (B, heads, S, d)."""
+    b, s, hidden = x.shape
+    d = hidden // heads
+    return te.compute((b, heads, s, d), lambda bb, h, ss, dd: x[bb, ss, h * d + dd], name=name)
+
+
+def attention(node: Node) -> list[Any]:
+    q, k, v = (node.tensor(i) for i in range(3))
+    three_d = q.ndim == 3
+    if three_d:
+        qh, kvh = node.attr("q_num_heads", 0), node.attr("kv_num_heads", 0)
+        if not qh or not kvh:
+            raise node.error("3-d Q, K, V need the q_num_heads and kv_num_heads attributes")
+        q, k, v = (
+            split_heads(q, qh, "q_heads"),
+            split_heads(k, kvh, "k_heads"),
+            split_heads(v, kvh, "v_heads"),
+        )
+    batch, heads, sq, hd = q.shape
+    past = node.has(4)
+    if past:
+        k = topi.concatenate([node.tensor(4), k], axis=2, name="present_key")
+        v = topi.concatenate([node.tensor(5), v], axis=2, name="present_value")
+    kv_heads, skv, vd = k.shape[1], k.shape[2], v.shape[3]
+    reps = heads // kv_heads
+    scale = node.attr("scale", 0.0) or 1.0 / math.sqrt(hd)
+    root = math.sqrt(scale)
+    softcap = node.attr("softcap", 0.0)
+    dtype = q.dtype
+    zero = te.const(0.0, dtype)
+
+    r = te.reduce_axis((0, hd), name="d")
+
+    def score_body(b: Any, h: Any, i: Any, j: Any) -> Any:
+        kh = h // reps if reps > 1 else h
+        return te.sum((q[b, h, i, r] * root) * (k[b, kh, j, r] * root), axis=r)
+
+    scores = te.compute((batch, heads, sq, skv), score_body, name="attention_scores")
+    if softcap > 0:
+        raw = scores
+        scores = te.compute(
+            raw.shape, lambda *i: te.tanh(raw[i] / softcap) * softcap, name="attention_softcap"
+        )
+    bias = mask_bias(node, (batch, heads, sq, skv), past_len=node.shape(4)[2] if past else 0, dtype=dtype)
+    with_bias = te.compute(scores.shape, lambda *i: scores[i] + bias[i], name="attention_biased")
+
+    rj = te.reduce_axis((0, skv), name="j")
+    row_max = te.compute(
+        (batch, heads, sq), lambda b, h, i: te.max(with_bias[b, h, i, rj], axis=rj), name="attention_max"
+    )
+    rb = te.reduce_axis((0, skv), name="j")
+    bias_max = te.compute(
+        (batch, heads, sq), lambda b, h, i: te.max(bias[b, h, i, rb], axis=rb), name="bias_max"
+    )
+
+    def exp_body(b: Any, h: Any, i: Any, j: Any) -> Any:
+        m = row_max[b, h, i]
+        return te.exp(with_bias[b, h, i, j] - te.if_then_else(m == NEG_INF, zero, m))
+
+    exps = te.compute(scores.shape, exp_body, name="attention_exp")
+    rs = te.reduce_axis((0, skv), name="j")
+    total = te.compute(
+        (batch, heads, sq), lambda b, h, i: te.sum(exps[b, h, i, rs], axis=rs), name="attention_sum"
+    )
+
+    def prob_body(b: Any, h: Any, i: Any, j: Any) -> Any:
+        s = total[b, h, i]
+        p = exps[b, h, i, j] / te.if_then_else(s == 0.0, te.const(1.0, dtype), s)
+        return te.if_then_else(bias_max[b, h, i] == NEG_INF, zero, p)  # a fully masked row is zeros
+
+    probs = te.compute(scores.shape, prob_body, name="attention_probs")
+    rv = te.reduce_axis((0, skv), name="j")
+
+    def out_body(b: Any, h: Any, i: Any, d: Any) -> Any:
+        kh = h // reps if reps > 1 else h
+        return te.sum(probs[b, h, i, rv] * v[b, kh, rv, d], axis=rv)
+
+    y = te.compute((batch, heads, sq, vd), out_body, name="attention")
+    if three_d:
+        y4 = y
+        y = te.compute(
+            (batch, sq, heads * vd), lambda b, s, c: y4[b, c // vd, s, c % vd], name="attention_merge"
+        )
+    mode = node.attr("qk_matmul_output_mode", 0)
+    qk_out = {2: with_bias, 3: probs}.get(mode, scores)
+    return [y, k, v, qk_out]
+
+
+def mask_bias(node: Node, shape: tuple[int, ...], past_len: int, dtype: str) -> Any:
+    """The additive bias (0 or -inf, plus a float mask) of every (batch, head, query, key)."""
+    batch, heads, sq, skv = shape
+    mask = node.tensor(3) if node.has(3) else None
+    is_bool = node.has(3) and node.dtype(3) == "bool"
+    nonpad = node.tensor(6) if node.has(6) else None
+    causal = bool(node.attr("is_causal", 0))
+    left, right = node.attr("left_window_size", -1), node.attr("right_window_size", -1)
+    zero, neg_inf = te.const(0.0, dtype), te.const(NEG_INF, dtype)
+
+    def body(b: Any, h: Any, i: Any, j: Any) -> Any:
+        allowed = []
+        total: Any = zero
+        if mask is not None:
+            mlen = mask.shape[-1]
+            jj = te.min(j, mlen - 1)
+            m = broadcast_read(mask, (b, h, i, jj)) if mask.ndim > 1 or mlen > 1 else mask[0]
+            inside = j < mlen
+            if is_bool:
+                allowed.append(te.all(inside, m != 0))
+            else:
+                total = te.if_then_else(inside, m, neg_inf)
+        offset: Any = past_len
+        if nonpad is not None:
+            offset = te.cast("int32", nonpad[b]) - sq
+            allowed.append(j < te.cast("int32", nonpad[b]))
+        if causal:
+            allowed.append(j <= i + offset)
+        if left >= 0:
+            allowed.append(i + offset - j <= left)
+        if right >= 0:
+            allowed.append(j - (i + offset) <= right)
+        if allowed:
+            return te.if_then_else(te.all(*allowed), total, neg_inf)
+        return total
+
+    return te.compute(shape, body, name="attention_bias")
+
+
+for _v in (23, 24, 25):
+    converter("Attention", _v)(attention)
