@@ -1,0 +1,255 @@
+"""Whole-model tuning (issue 12): tasks and their weights, trial allocation, reuse, resume, correctness.
+
+The fake measurer stands in where timing is not the point; one test tunes a tiny ONNX model with real
+trials and checks it against onnxruntime. The exported torch models are skipped without torch.
+"""
+
+import hashlib
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autosched.graph.tasks import extract_tasks
+from autosched.graph.tune_model import ModelTuner, compare_with_onnxruntime, random_model_inputs
+from autosched.measure.fake import FakeMeasurer
+from autosched.measure.result import MeasureResult
+from autosched.records.log import load_records, trace_key
+from autosched.search.task_scheduler import RoundGradientScheduler, TaskProgress
+from autosched.tune import TuneOptions
+
+from .builders import reference_outputs, resnet_like
+
+EXPORT = Path(__file__).resolve().parents[2] / "benchmarks" / "models" / "export.py"
+
+
+def _has(*modules: str) -> bool:
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except ImportError:
+        return False
+
+
+def spread_cost(trace) -> float:
+    """Seconds from a hash of the trace: more trials find lower costs, the same way for every task."""
+    h = int(hashlib.sha256(trace_key(trace).encode()).hexdigest()[:8], 16)
+    return 1e-3 * (1 + (h % 1000) / 100)
+
+
+def options(trials: int, **kw) -> TuneOptions:
+    return TuneOptions(trials=trials, batch_size=8, strategy="random", baseline=False, seed=0, **kw)
+
+
+# Tasks of the exported models ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def onnx_models(tmp_path_factory):
+    if not _has("torch", "torchvision", "transformers", "onnx"):
+        pytest.skip("torch, torchvision, transformers or onnx is not installed")
+    spec = importlib.util.spec_from_file_location("model_export", EXPORT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["model_export"] = module
+    spec.loader.exec_module(module)
+    out = tmp_path_factory.mktemp("onnx")
+    return {name: module.export_model(name, out, small=True) for name in ("resnet18", "resnet50", "bert")}
+
+
+def test_small_resnet_and_encoder_tasks_are_deduplicated_with_weights(onnx_models):
+    from autosched.frontend.onnx import from_onnx
+
+    resnet = extract_tasks(from_onnx(onnx_models["resnet18"]))
+    # 23 fused groups; the repeated 3x3 convs of a stage's blocks are one task each
+    assert (len(resnet.calls), len(resnet.tasks)) == (23, 18)
+    assert sorted(t.weight for t in resnet.tasks) == [1] * 13 + [2] * 5
+    encoder = extract_tasks(from_onnx(onnx_models["bert"]))  # 2 layers: each layer's tasks twice
+    assert (len(encoder.calls), len(encoder.tasks)) == (24, 10)
+    assert sorted(t.weight for t in encoder.tasks) == [1, 1, 2, 2, 2, 2, 2, 2, 4, 6]
+    assert sum(t.weight for t in encoder.tasks) == len(encoder.calls)
+
+
+def test_identical_tasks_of_two_models_have_one_key(onnx_models):
+    from autosched.frontend.onnx import from_onnx
+
+    r18 = {t.key: t for t in extract_tasks(from_onnx(onnx_models["resnet18"])).tasks}
+    r50 = {t.key: t for t in extract_tasks(from_onnx(onnx_models["resnet50"])).tasks}
+    shared = set(r18) & set(r50)
+    assert len(shared) == 6  # the stem, its pool, and the 3x3 convs both nets have at these shapes
+    assert all(r18[k].instance.flop_count() == r50[k].instance.flop_count() for k in shared)
+
+
+# The round gradient scheduler ----------------------------------------------------------------------
+
+
+def _simulate(weights, rounds_total, failing=()):
+    """Give ``rounds_total`` batches; a task's best cost falls as 1 + 1/rounds (None: never valid)."""
+    sched = RoundGradientScheduler(seed=0)
+    rounds = [[] for _ in weights]
+    order = []
+    for _ in range(rounds_total):
+        views = [
+            TaskProgress(r[-1] if r else math.inf, 8 * len(r), weight=w, rounds=r)
+            for r, w in zip(rounds, weights)
+        ]
+        i = sched.next_task(views)
+        if i is None:
+            break
+        order.append(i)
+        n = len(rounds[i]) + 1
+        rounds[i].append(math.inf if i in failing else 1e-3 * (1 + 1 / n))
+    return order
+
+
+def test_round_robin_first_then_the_heavier_task_gets_more_batches():
+    order = _simulate([10, 1], 30)
+    assert order[:2] == [0, 1]  # one round-robin pass
+    assert order.count(0) > 3 * order.count(1) and order.count(1) >= 1
+
+
+def test_a_task_without_valid_results_is_given_up_after_three_rounds():
+    order = _simulate([1, 5, 1], 20, failing={1})
+    assert order.count(1) == 3 and len(order) == 20
+    sched = RoundGradientScheduler()
+    assert sched.next_task([TaskProgress(math.inf, 24, rounds=[math.inf] * 3)]) is None
+
+
+def test_gradient_is_metaschedules_formula():
+    sched = RoundGradientScheduler(alpha=0.2, window=3)
+    t = TaskProgress(2.0, 40, weight=3, rounds=[8.0, 6.0, 4.0, 3.0, 2.0])
+    # g = (alpha * (h[n-1-w] - best) / w + (1 - alpha) * best / n) * weight, n = 5, h[1] = 6
+    assert sched.gradient(t) == pytest.approx((0.2 * (6.0 - 2.0) / 3 + 0.8 * 2.0 / 5) * 3)
+    assert sched.gradient(TaskProgress(2.0, 8, rounds=[2.0])) == pytest.approx(0.8 * 2.0)  # no window yet
+
+
+# ModelTuner with the fake measurer -------------------------------------------------------------------
+
+
+def test_model_tuner_spends_the_model_budget_heavier_task_first(tmp_path):
+    graph = resnet_like(blocks=9, channels=4, size=4)  # conv weight 10, residual conv 9, softmax 1
+    fake = FakeMeasurer(spread_cost)
+    mt = ModelTuner(graph, "llvm-cpu", tmp_path / "m.jsonl", options(160), measurer=fake)
+    mt.load_previous()
+    states = mt.run()
+    assert [w for w in mt.weights] == [10, 9, 1]
+    assert sum(t.trials for t in states) == 160 == fake.calls
+    conv, _residual, softmax = states
+    assert conv.trials > 2 * softmax.trials and softmax.trials >= 8
+    total, missing = mt.latency()
+    assert missing == 0 and total == pytest.approx(sum(w * t.best_cost for t, w in zip(states, mt.weights)))
+
+
+def test_second_model_reuses_the_records_of_tasks_it_shares(tmp_path):
+    log = tmp_path / "shared.jsonl"
+    first = ModelTuner(resnet_like(blocks=1, channels=4, size=4), "llvm-cpu", log, options(48),
+                       measurer=FakeMeasurer(spread_cost))  # fmt: skip
+    first.load_previous()
+    first.run()
+    second = ModelTuner(resnet_like(blocks=3, channels=4, size=4, seed=1), "llvm-cpu", log, options(24),
+                        measurer=FakeMeasurer(spread_cost))  # fmt: skip
+    assert [t.key for t in second.task_graph.tasks] == [t.key for t in first.task_graph.tasks]
+    notes = second.load_previous()
+    assert second.reuse.records == 48 and second.reuse.tasks == 3
+    assert notes[0].startswith("reused 48 record(s) of 3 of the 3 tasks")
+    assert [s.best_cost for s in second.states] == [s.best_cost for s in first.states]
+    second.run()
+    keys = [(r.workload_key, trace_key(r.trace)) for r in load_records(log).records]
+    assert len(keys) == 72 == len(set(keys))  # nothing of the first model measured again
+
+
+def test_resume_after_a_kill_measures_nothing_twice(tmp_path):
+    log = tmp_path / "m.jsonl"
+    graph = resnet_like(blocks=2, channels=4, size=4)
+    full = ModelTuner(graph, "llvm-cpu", log, options(48), measurer=FakeMeasurer(spread_cost))
+    full.load_previous()
+    full.run()
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:24]) + lines[24][:40])  # killed after 3 batches, in a write
+    fake = FakeMeasurer(spread_cost)
+    resumed = ModelTuner(graph, "llvm-cpu", log, options(48, resume=True), measurer=fake)
+    notes = resumed.load_previous()
+    assert resumed.reuse.records == 24, notes
+    assert resumed.budget() == 24
+    resumed.run()
+    assert fake.calls == 24
+    keys = [(r.workload_key, trace_key(r.trace)) for r in load_records(log).records]
+    assert len(keys) == 48 == len(set(keys))
+    assert lines[24][:40] in log.read_text()  # the torn line is kept, as it was
+
+
+class FailingFor:
+    """Every candidate of the named task fails to run; the others are timed by ``inner``."""
+
+    def __init__(self, name: str, inner):
+        self.name, self.inner = name, inner
+
+    def measure(self, task, traces):
+        if task.name == self.name:
+            return [MeasureResult((), "run", "injected: wrong result") for _ in traces]
+        return self.inner.measure(task, traces)
+
+    def close(self):
+        pass
+
+
+def test_a_task_failing_every_candidate_keeps_its_default_schedule(tmp_path):
+    graph = resnet_like(blocks=1, channels=4, size=4)
+    softmax = extract_tasks(graph).tasks[-1].name
+    measurer = FailingFor(softmax, FakeMeasurer(spread_cost))
+    mt = ModelTuner(graph, "llvm-cpu", tmp_path / "m.jsonl", options(80), measurer=measurer)
+    mt.load_previous()
+    states = mt.run()
+    assert mt.failed() == [softmax] and states[-1].trials == 24  # given up after three rounds
+    assert sum(t.trials for t in states) == 80
+    # the fake records are no schedules to run: the model on default schedules still runs and is timed
+    race = compare_with_onnxruntime(None, graph=graph, log=None, repeat=2)
+    assert race.onnxruntime_s is None and race.tuned_tasks == 0
+
+
+# Real trials ---------------------------------------------------------------------------------------------
+
+
+def _tiny_onnx(path: Path) -> Path:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((16, 32)).astype("float32"), "w1")
+    b1 = numpy_helper.from_array(rng.standard_normal(32).astype("float32"), "b1")
+    w2 = numpy_helper.from_array(rng.standard_normal((32, 8)).astype("float32"), "w2")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b1"], ["hb"]),
+        helper.make_node("Relu", ["hb"], ["r"]),
+        helper.make_node("MatMul", ["r", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w1, b1, w2],
+    )  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.skipif(not _has("onnx", "onnxruntime"), reason="onnx or onnxruntime is not installed")
+def test_tuned_tiny_model_matches_onnxruntime(tmp_path):
+    path = _tiny_onnx(tmp_path / "tiny.onnx")
+    log = tmp_path / "tiny.jsonl"
+    opts = TuneOptions(trials=8, batch_size=4, strategy="random", baseline=False, seed=0)
+    mt = ModelTuner(path, "llvm-cpu", log, opts)  # real builds and runs: one batch per task
+    mt.load_previous()
+    states = mt.run()
+    assert [t.trials for t in states] == [4, 4]
+    assert all(math.isfinite(t.best_cost) for t in states)
+    race = compare_with_onnxruntime(path, graph=mt.graph, log=log, repeat=2)
+    assert race.tuned_tasks >= 1 and race.max_rel_err is not None and race.max_rel_err < 1e-4
+    assert race.speedup is not None and race.speedup > 0
+
+
+def test_random_model_inputs_are_fresh_and_non_zero():
+    graph = resnet_like(blocks=1, channels=4, size=4)
+    a, b = random_model_inputs(graph, 1)["input"], random_model_inputs(graph, 2)["input"]
+    assert a.shape == (1, 4, 4, 4) and np.all(a != 0) and not np.array_equal(a, b)
+    assert reference_outputs(graph, {"input": a})["probs"].shape == (4, 16)
