@@ -131,8 +131,8 @@ def default_target(style: str = "cpu") -> str:
 
 def detect(workload: Any = None, tuned_seconds: Any = None) -> str:
     """The best target available here for ``workload`` (``platform="auto"``), as a target string:
-    the fastest tuned record (``tuned_seconds(target, chip)``), else the chip facts; see :mod:`.detect`."""
-    from .detect import choose_target
+    the fastest tuned record (``tuned_seconds(target, chip)``), else the chip facts; see :mod:`.auto`."""
+    from .auto import choose_target
 
     return choose_target(workload, tuned_seconds)
 

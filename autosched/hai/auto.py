@@ -79,13 +79,14 @@ def choose_target(workload: Any = None, tuned_seconds: TunedSeconds | None = Non
             return target
     flops, nbytes = workload_size(workload)
     seconds, target = min((roofline_seconds(chip, flops, nbytes), t) for t, chip in candidates)
-    bound = "memory" if nbytes and flops / nbytes < _ridge(candidates) else "compute"
+    ridge = max(_ridge(chip) for _, chip in candidates)  # below it, the highest peak is out of reach
+    bound = "memory" if nbytes and flops / nbytes < ridge else "compute"
     log.debug(
         "platform=auto: %s on %s, no tuned record; %s-bound, roofline %.3g s", name, target, bound, seconds
     )
     return target
 
 
-def _ridge(candidates: list[tuple[str, ChipInfo]]) -> float:
-    """The highest ridge point (flops per byte) among the candidates, for the debug message."""
-    return max((c.peak_gflops / c.bandwidth_gbs for _, c in candidates if c.bandwidth_gbs > 0), default=0.0)
+def _ridge(chip: ChipInfo) -> float:
+    """The chip's ridge point (flops per byte): work below it is memory-bound there."""
+    return chip.peak_gflops / chip.bandwidth_gbs if chip.bandwidth_gbs > 0 else 0.0
