@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -13,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from autosched.errors import AutoschedError, OnnxImportError  # noqa: E402
 from autosched.frontend.onnx import from_onnx  # noqa: E402
 from autosched.frontend.onnx.backend import CompiledGraph  # noqa: E402
+from autosched.frontend.onnx.registry import lookup  # noqa: E402
 from autosched.te.tensor import ComputeOp  # noqa: E402
 
 F = TensorProto.FLOAT
@@ -237,3 +241,41 @@ def test_bool_and_int64_ops_and_scalar_outputs():
 
 def test_import_error_is_an_autosched_error():
     assert issubclass(OnnxImportError, AutoschedError)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_converter_is_the_newest_at_or_below_the_model_opset(opset):
+    # Softmax flattens the dims from axis on before opset 13, and takes one axis from 13 on.
+    m = model([helper.make_node("Softmax", ["x"], ["y"], axis=1)], [vi("x", [2, 3, 4])], [vi("y", [2, 3, 4])],
+              opset=opset)  # fmt: skip
+    check_against_ort(m, {"x": rand(2, 3, 4)})
+    assert lookup("Softmax", "", opset).since == opset
+    assert lookup("Softmax", "ai.onnx", 12).since == 11
+    assert lookup("Softmax", "", 10) is not None and lookup("Attention", "", 22) is None
+
+
+def test_squeeze_axes_attribute_before_opset_13_and_input_after():
+    x, y = [vi("x", [3, 1, 2])], [vi("y", [3, 2])]
+    old = model([helper.make_node("Squeeze", ["x"], ["y"], axes=[1])], x, y, opset=11)
+    axes = [init("axes", np.array([1], np.int64))]
+    new = model([helper.make_node("Squeeze", ["x", "axes"], ["y"])], x, y, axes, opset=13)
+    for m in (old, new):
+        check_against_ort(m, {"x": rand(3, 1, 2)})
+
+
+def test_model_from_path_and_bytes(tmp_path):
+    m = model([helper.make_node("Sigmoid", ["x"], ["y"])], [vi("x", [5])], [vi("y", [5])])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    x = rand(5)
+    for source in (str(path), path, m.SerializeToString()):
+        np.testing.assert_allclose(
+            CompiledGraph(from_onnx(source)).run({"x": x})[0], 1 / (1 + np.exp(-x)), rtol=1e-5
+        )
+
+
+def test_import_autosched_does_not_import_onnx():
+    code = (
+        "import sys, autosched; assert 'onnx' not in sys.modules and 'autosched.frontend' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
