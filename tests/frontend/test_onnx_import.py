@@ -279,3 +279,12 @@ def test_import_autosched_does_not_import_onnx():
         "import sys, autosched; assert 'onnx' not in sys.modules and 'autosched.frontend' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_weight_passed_through_identity_is_stored_once():
+    nodes = [helper.make_node("Identity", ["w"], ["w2"]), helper.make_node("Add", ["x", "w2"], ["z"]),
+             helper.make_node("Mul", ["z", "w"], ["y"])]  # fmt: skip
+    w = rand(4)
+    m = model(nodes, [vi("x", [4])], [vi("y", [4])], [init("w", w)])
+    graph = check_against_ort(m, {"x": rand(4)})
+    assert len(graph.weights) == 1

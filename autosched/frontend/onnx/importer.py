@@ -116,15 +116,16 @@ class Importer:
         self.domains = opsets(model)
         self.input_shapes = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
         self.values: dict[str, Value] = {}
-        self.placeholders: dict[int, Tensor] = {}  # id(Value) -> its weight placeholder
+        # id(array) -> its weight placeholder: one per constant, however many Values pass it on.
+        self.placeholders: dict[int, Tensor] = {}
         self.weights: dict[Operation, np.ndarray] = {}  # placeholder op -> value as te holds it
 
     # Leaves --------------------------------------------------------------------------------------
     def materialize(self, value: Value) -> Tensor:
-        """The placeholder of a constant Value (one per Value), recording its te-held array."""
-        if id(value) in self.placeholders:
-            return self.placeholders[id(value)]
+        """The placeholder of a constant Value (one per array), recording its te-held array."""
         assert value.const is not None
+        if id(value.const) in self.placeholders:  # the Values keep every array alive, so ids are unique
+            return self.placeholders[id(value.const)]
         if value.const.size == 0:
             raise OnnxImportError(
                 f"constant {value.name!r} has shape {list(value.shape)} with no elements; te tensors "
@@ -132,7 +133,7 @@ class Importer:
             )
         t = make_placeholder(value)
         self.weights[t.op] = np.ascontiguousarray(value.const.astype(te_dtype(value.dtype)).reshape(t.shape))
-        self.placeholders[id(value)] = t
+        self.placeholders[id(value.const)] = t
         return t
 
     def read_inputs(self) -> list[Input]:
