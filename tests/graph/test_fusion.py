@@ -74,7 +74,7 @@ def test_bert_layers_dedup_and_fuse_attention():
     softmax = next(n for n in names if "layer.0/Softmax_maxelem" in n)
     assert len(softmax) == 4  # max, exp, sum and divide in one task
     ln = [n for n in names if "layer_norm_sum" in n]
-    assert len(ln) == 2 and all(len(n) == 3 for n in ln)  # both layer norms: sum, varsum, normalize
+    assert len(ln) == 2 and all(len(n) == 4 for n in ln)  # both layer norms: shift, sum, varsum, normalize
     gelu = next(n for n in names if "bias_gelu" in n)
     assert gelu == ["layer.0/intermediate/MatMul", "bias_gelu"]
 
