@@ -238,13 +238,8 @@ def print_model_summary(mt: Any, race: Any, console: Console | None = None) -> N
         console.print(f"[red]{name}: no candidate ran correctly; it keeps its default schedule[/]")
     if untried := mt.untried():
         console.print(f"not tried (too few trials), on the default schedule: {', '.join(untried)}")
-    total, _missing = mt.latency()
-    shares = sorted(
-        ((w * t.best_cost, t.inst.name) for t, w in zip(mt.states, mt.weights) if t.best_cost < float("inf")),
-        reverse=True,
-    )
-    if total > 0:
-        top = ", ".join(f"{name} {cost / total:.0%}" for cost, name in shares[:3])
+    if shares := mt.shares():
+        top = ", ".join(f"{name} {share:.0%}" for name, share in shares[:3])
         console.print(f"largest shares of the estimated latency: {top}")
     if race is None:
         return

@@ -4,7 +4,7 @@ The model's fused groups become deduplicated tasks (``extract_tasks``: one per s
 weighted by how often the model runs it). One :class:`~autosched.tune.Tuner` measures them all, and
 MetaSchedule's round gradient scheduler (:class:`~autosched.search.task_scheduler.RoundGradientScheduler`)
 gives each batch to the task where it should cut ``sum(weight * best latency)`` most. ``--trials`` is
-the model's total.
+the model's total. Each task's first candidate is its default schedule (:class:`DefaultFirst`).
 
 Records are the operators' records (workload key + target), so a task already in the log, from an
 earlier run or from another model that shares it (a ResNet stem), is not measured again: its records
@@ -24,13 +24,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import AutoschedError
+from ..search_space.default import default_schedule
 from ..tune import TaskState, TuneOptions, Tuner
 from .compiled import as_graph
 from .ir import Graph
@@ -80,6 +81,9 @@ class ModelTuner:
         self.tuner = Tuner(instances, target, log_path, self.options, measurer, reporter)
         self.scheduler = scheduler or RoundGradientScheduler(seed=self.options.seed)
         self.reuse = Reuse(0, 0)
+        for task in self.states:  # the default schedule as compile_model builds it: measured first
+            default = default_schedule(list(task.inst.outputs), cores=self.tuner.chip.cores).trace
+            task.strategy = DefaultFirst(task.strategy, default)
 
     @property
     def states(self) -> list[TaskState]:
@@ -121,6 +125,16 @@ class ModelTuner:
                 missing += 1
         return total, missing
 
+    def shares(self) -> list[tuple[str, float]]:
+        """(task, share of the estimated latency) for the tasks with a result, largest first."""
+        total, _missing = self.latency()
+        parts = [
+            (t.inst.name, w * t.best_cost / total)
+            for t, w in zip(self.states, self.weights, strict=True)
+            if math.isfinite(t.best_cost) and total > 0
+        ]
+        return sorted(parts, key=lambda part: -part[1])
+
     def failed(self) -> list[str]:
         """Tasks measured that no candidate ran correctly: they keep their default schedule."""
         return [t.inst.name for t in self.states if t.best_trace is None and t.trials + t.previous > 0]
@@ -128,6 +142,33 @@ class ModelTuner:
     def untried(self) -> list[str]:
         """Tasks the budget ran out before (fewer trials than tasks): they keep their default schedule."""
         return [t.inst.name for t in self.states if t.trials + t.previous == 0]
+
+
+class DefaultFirst:
+    """A task's search strategy that proposes the default schedule before anything else.
+
+    The default schedule is what the compiled model runs for an untuned task, so measuring it first
+    gives every task a latency from its first round (the model's estimate is whole from the round-robin
+    pass) and a log whose best record is never slower than what the model would run without it.
+    Everything else is the wrapped strategy's.
+    """
+
+    def __init__(self, inner: Any, default: Any):
+        self.inner = inner
+        self.default = default
+
+    def propose(self, n: int, measured: set[str]) -> list[Any]:
+        from ..records.log import trace_key
+        from ..search.strategy import Candidate
+
+        if self.default is None or trace_key(self.default) in measured:
+            return self.inner.propose(n, measured)
+        first = Candidate(self.default)
+        self.default = None
+        return [first, *self.inner.propose(n - 1, measured | {trace_key(first.trace)})][:n]
+
+    def __getattr__(self, name: str) -> Any:  # update, seed, seed_foreign, converged...
+        return getattr(self.inner, name)
 
 
 # End-to-end check and race -------------------------------------------------------------------------
@@ -146,6 +187,7 @@ class ModelRace:
     max_rel_err: float | None  # of autosched's outputs vs onnxruntime's, over each output's largest value
     tuned_tasks: int
     total_tasks: int
+    others: Mapping[str, float] = field(default_factory=dict)  # seconds of the extra contenders, by name
 
     @property
     def speedup(self) -> float | None:
@@ -186,11 +228,13 @@ def compare_with_onnxruntime(
     target: str = "llvm-cpu",
     repeat: int = 20,
     seed: int = 5,
+    others: Mapping[str, Any] | None = None,
 ) -> ModelRace:
     """Compile ``graph`` with the log's best records, check it against onnxruntime, then time both in turns.
 
     Raises :class:`ModelMismatchError` when an output is off by more than ``MATCH_RTOL`` of its largest
-    value. Without onnxruntime (or an ONNX file) only autosched is timed.
+    value. Without onnxruntime (or an ONNX file) only autosched is timed. ``others``: more contenders
+    timed in the same turns, ``name -> make(inputs) -> run()`` (torch in the benchmarks).
     """
     import warnings
 
@@ -225,8 +269,12 @@ def compare_with_onnxruntime(
                 )
             err = max(err, e)
         contenders.append(lambda: session.run(None, inputs))
+    names = list(others or {})
+    contenders += [others[n](inputs) for n in names]  # type: ignore[index]
     times = interleaved_medians(contenders, repeat=repeat, block=max(1, repeat // 4))
-    return ModelRace(times[0], times[1] if session is not None else None, err, tuned, len(model.sources))
+    ort_s = times[1] if session is not None else None
+    extra = dict(zip(names, times[len(times) - len(names) :], strict=True))
+    return ModelRace(times[0], ort_s, err, tuned, len(model.sources), extra)
 
 
 # Command line ----------------------------------------------------------------------------------------

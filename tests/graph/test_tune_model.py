@@ -19,6 +19,7 @@ from autosched.measure.fake import FakeMeasurer
 from autosched.measure.result import MeasureResult
 from autosched.records.log import load_records, trace_key
 from autosched.search.task_scheduler import RoundGradientScheduler, TaskProgress
+from autosched.search_space.default import default_schedule
 from autosched.tune import TuneOptions
 
 from .builders import reference_outputs, resnet_like
@@ -139,6 +140,13 @@ def test_model_tuner_spends_the_model_budget_heavier_task_first(tmp_path):
     assert conv.trials > 2 * softmax.trials and softmax.trials >= 8
     total, missing = mt.latency()
     assert missing == 0 and total == pytest.approx(sum(w * t.best_cost for t, w in zip(states, mt.weights)))
+    # each task's first record is its default schedule, the one the compiled model runs untuned
+    first = {}
+    for rec in load_records(tmp_path / "m.jsonl").records:
+        first.setdefault(rec.workload_key, trace_key(rec.trace))
+    for task in states:
+        default = default_schedule(list(task.inst.outputs), cores=mt.tuner.chip.cores).trace
+        assert first[task.inst.key] == trace_key(default)
 
 
 def test_second_model_reuses_the_records_of_tasks_it_shares(tmp_path):
