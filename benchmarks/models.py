@@ -1,16 +1,24 @@
-"""End to end: the model set through autosched on default schedules, against onnxruntime and torch.
+"""End to end: the model set through autosched, untuned or tuned, against onnxruntime and torch.
 
-Per model: fused groups, tasks before and after deduplication, peak intermediate memory (the arena
-of the memory plan, and without reuse), the latency of one inference for autosched, onnxruntime and
-torch (timed in alternating blocks in this process, each on both cores), and autosched's largest
-relative error against onnxruntime on fresh random inputs.
+``--untuned``, per model: fused groups, tasks before and after deduplication, peak intermediate memory
+(the arena of the memory plan, and without reuse), the latency of one inference for autosched,
+onnxruntime and torch (timed in alternating blocks in this process, each on both cores), and
+autosched's largest relative error against onnxruntime on fresh random inputs.
+
+``--trials 200,500,2000`` (issue 12), per model and budget: the model tuned as ``autosched tune
+model.onnx`` does (each budget continues the previous one's log), then the compiled model, onnxruntime
+and torch timed in turns; the ratio to onnxruntime, tuning wall time so far, trials until the
+estimated latency was within 90% of its final value, and the tasks holding the model back (their
+share of the estimated latency).
 
     python benchmarks/models.py --untuned               # the small set (ResNet at 64x64, 2-layer encoders)
     python benchmarks/models.py --untuned --full        # ResNet at 224x224, BERT 4 x 256 at seq 128
     python benchmarks/models.py --untuned resnet18 bert
+    python benchmarks/models.py --trials 200,500,2000 --models resnet18,mobilenet_v2,bert   # full sizes
+    python benchmarks/models.py --trials 48 --small     # a quick check that it works
 
-Untuned speed is not the point (the tuned race is the next issue); correctness and coverage are.
-Run it alone on the machine: anything else running makes the times meaningless.
+Run it alone on the machine: anything else running makes the times meaningless. Full sizes at 2000
+trials take hours.
 """
 
 from __future__ import annotations
@@ -31,7 +39,9 @@ from export import MODELS, example_inputs, export_model  # benchmarks/models/exp
 from autosched.frontend.onnx import from_onnx
 from autosched.graph.compiled import compile_model
 from autosched.graph.tasks import extract_tasks
+from autosched.graph.tune_model import ModelTuner, compare_with_onnxruntime
 from autosched.measure.compare import interleaved_medians
+from autosched.tune import TuneOptions
 
 THREADS = os.cpu_count() or 1
 
@@ -103,16 +113,102 @@ def bench(name: str, small: bool, out_dir: Path, repeat: int, tasks: bool = Fals
     }
 
 
+def trials_to_90(curve: list[tuple[int, float]]) -> int | None:
+    """Trials after which the estimated latency was first within 90% of its final value (speed >= 0.9x)."""
+    if not curve:
+        return None
+    final = curve[-1][1]
+    return next(trials for trials, latency in curve if latency * 0.9 <= final)
+
+
+def bench_tuned(name: str, small: bool, out_dir: Path, budgets: list[int], repeat: int, batch: int):
+    """Yield one row per budget: the model tuned that far (continuing its log), then raced."""
+    path = export_model(name, out_dir, small=small)
+    log = out_dir / f"{name}{'_small' if small else ''}.jsonl"
+    curve: list[tuple[int, float]] = []  # (trials so far, estimated latency) once every task has a result
+    done_before, wall = 0, 0.0
+    torch_make = {"torch": lambda inputs: _torch_runner(name, small, inputs)}  # torch exported the model
+    for budget in budgets:
+        opts = TuneOptions(trials=budget, batch_size=batch, resume=True, seed=0)
+        holder: list[ModelTuner] = []
+
+        def on_event(event: str, _task, holder=holder, before=done_before) -> None:
+            if event == "batch" and holder:
+                latency, missing = holder[0].latency()
+                if not missing:
+                    curve.append((before + sum(t.trials for t in holder[0].states), latency))
+
+        mt = ModelTuner(path, "llvm-cpu", log, opts, reporter=on_event)
+        holder.append(mt)
+        mt.load_previous()
+        t0 = time.perf_counter()
+        mt.run()
+        wall += time.perf_counter() - t0
+        done_before += sum(t.trials for t in mt.states)
+        race = compare_with_onnxruntime(path, graph=mt.graph, log=log, repeat=repeat, others=torch_make)
+        yield {
+            "model": f"{name}{' (small)' if small else ''}",
+            "trials": done_before,
+            "tuned": f"{race.tuned_tasks}/{race.total_tasks}",
+            "autosched_ms": race.autosched_s * 1e3,
+            "onnxruntime_ms": (race.onnxruntime_s or float("nan")) * 1e3,
+            "torch_ms": race.others.get("torch", float("nan")) * 1e3,
+            "vs_ort": race.speedup or float("nan"),
+            "wall_s": wall,
+            "to_90": trials_to_90(curve),
+            "err": race.max_rel_err,
+            "holding_back": ", ".join(f"{n} {share:.0%}" for n, share in mt.shares()[:3]) or "-",
+        }
+
+
+def main_tuned(ns: argparse.Namespace) -> int:
+    budgets = sorted({int(b) for b in ns.trials.split(",")})
+    models = ns.models_list.split(",") if ns.models_list else ["resnet18", "mobilenet_v2", "bert"]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown or not budgets or budgets[0] < 1:
+        raise SystemExit(f"--models: some of {', '.join(MODELS)}; --trials: positive numbers, e.g. 200,500")
+    print(
+        f"threads {THREADS}; median ms per inference, autosched (the compiled model with the log's best "
+        "records), onnxruntime and torch timed in turns; vs ort > 1: autosched is faster; trials to 90%: "
+        "until the estimated latency came within 90% of its final value"
+    )
+    print(
+        f"{'model':<20} {'trials':>6} {'tuned':>7} {'autosched':>10} {'ort':>8} {'torch':>8} {'vs ort':>7} "
+        f"{'tuning':>8} {'to 90%':>6} {'max err':>8}  holding back"
+    )
+    out = Path(ns.keep) if ns.keep else Path(tempfile.mkdtemp(prefix="autosched-models-"))
+    out.mkdir(parents=True, exist_ok=True)
+    for name in models:
+        for r in bench_tuned(name, ns.small, out, budgets, ns.repeat, ns.batch_size):
+            to_90 = r["to_90"] if r["to_90"] is not None else "-"
+            print(
+                f"{r['model']:<20} {r['trials']:>6} {r['tuned']:>7} {r['autosched_ms']:>10.2f} "
+                f"{r['onnxruntime_ms']:>8.2f} {r['torch_ms']:>8.2f} {r['vs_ort']:>6.2f}x "
+                f"{r['wall_s']:>7.0f}s {to_90:>6} {r['err'] or 0:>8.1e}  {r['holding_back']}",
+                flush=True,
+            )
+    print(f"logs and models in {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--untuned", action="store_true", help="default schedules for every task (required)")
-    p.add_argument("--full", action="store_true", help="full sizes (default: the small set)")
+    p.add_argument("--untuned", action="store_true", help="default schedules for every task")
+    p.add_argument("--trials", help="tune each model to these total budgets, e.g. 200,500,2000 (issue 12)")
+    p.add_argument("--models", dest="models_list", help="with --trials: comma-separated (default: "
+                   "resnet18,mobilenet_v2,bert)")  # fmt: skip
+    p.add_argument("--small", action="store_true", help="with --trials: the small set (default: full sizes)")
+    p.add_argument("--batch-size", type=int, default=16, help="with --trials: candidates per batch")
+    p.add_argument("--keep", metavar="DIR", help="with --trials: keep models and logs here")
+    p.add_argument("--full", action="store_true", help="with --untuned: full sizes (default: the small set)")
     p.add_argument("--repeat", type=int, default=20, help="timed calls per contender")
     p.add_argument("--tasks", action="store_true", help="also list each model's tasks (weight, MFLOP)")
     p.add_argument("models", nargs="*", default=list(MODELS), help=f"some of {', '.join(MODELS)}")
     ns = p.parse_args(argv)
+    if ns.trials:
+        return main_tuned(ns)
     if not ns.untuned:
-        p.error("only --untuned is implemented: tuning whole models is the next issue")
+        p.error("pass --untuned (default schedules) or --trials 200,500,2000 (tuned)")
     unknown = [m for m in ns.models if m not in MODELS]
     if unknown:
         p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
