@@ -6,6 +6,7 @@ A test fails on any other failure, and also when an excluded case starts to pass
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -83,3 +84,25 @@ def test_node_tests_of_claimed_op(op, cases):
             failures.append(f"{case.name}: {why}")
     assert not failures, "\n".join(failures)
     assert not now_passing, f"excluded cases that pass now (drop them from EXCLUDED): {now_passing}"
+
+
+def test_backend_runs_under_onnx_backend_test():
+    """The backend plugs into onnx.backend.test.BackendTest as any ONNX backend does."""
+    import unittest
+    import warnings
+
+    import onnx.backend.test
+
+    from autosched.frontend.onnx.backend import AutoschedBackend
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        suite_source = onnx.backend.test.BackendTest(AutoschedBackend, __name__)
+    suite_source.include(r"^test_(relu|gemm_default_matrix_bias|softmax_axis_1|reshape_negative_dim)_cpu$")
+    suite = unittest.TestSuite()
+    for case in suite_source.test_cases.values():
+        suite.addTests(unittest.defaultTestLoader.loadTestsFromTestCase(case))
+    with open(os.devnull, "w") as quiet:
+        result = unittest.TextTestRunner(stream=quiet).run(suite)
+    assert result.testsRun - len(result.skipped) == 4
+    assert result.wasSuccessful(), result.failures + result.errors
