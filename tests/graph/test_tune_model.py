@@ -261,3 +261,22 @@ def test_random_model_inputs_are_fresh_and_non_zero():
     a, b = random_model_inputs(graph, 1)["input"], random_model_inputs(graph, 2)["input"]
     assert a.shape == (1, 4, 4, 4) and np.all(a != 0) and not np.array_equal(a, b)
     assert reference_outputs(graph, {"input": a})["probs"].shape == (4, 16)
+
+
+@pytest.mark.slow  # real trials twice, and the race against onnxruntime at its default length
+@pytest.mark.skipif(not _has("onnx", "onnxruntime"), reason="onnx or onnxruntime is not installed")
+def test_cli_tunes_a_model_then_resumes_it(tmp_path, capsys):
+    from autosched.cli import main
+
+    path = _tiny_onnx(tmp_path / "tiny.onnx")
+    log = tmp_path / "tiny.jsonl"
+    args = ["tune", str(path), "--trials", "8", "--batch-size", "4", "--strategy", "random"]
+    args += ["--log", str(log)]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "estimated model latency" in out.out and "outputs match onnxruntime's" in out.out
+    assert "no records of this model's 2 tasks" in out.err
+    assert main([*args[:3], "12", *args[4:], "--resume"]) == 0
+    out = capsys.readouterr()
+    assert "reused 8 record(s) of 2 of the 2 tasks" in out.err
+    assert len(load_records(log).records) == 12
