@@ -82,7 +82,10 @@ class ModelTuner:
         self.scheduler = scheduler or RoundGradientScheduler(seed=self.options.seed)
         self.reuse = Reuse(0, 0)
         for task in self.states:  # the default schedule as compile_model builds it: measured first
-            default = default_schedule(list(task.inst.outputs), cores=self.tuner.chip.cores).trace
+            try:
+                default = default_schedule(list(task.inst.outputs), cores=self.tuner.chip.cores).trace
+            except AutoschedError:  # compile_model would fail on it too; the search may still find one
+                default = None
             task.strategy = DefaultFirst(task.strategy, default)
 
     @property
@@ -93,14 +96,15 @@ class ModelTuner:
         """Fold in this chip's records of the model's tasks; returns notes (reuse first, then problems).
 
         A task with records starts with a flat history of as many rounds as its records fill batches,
-        so the round-robin pass skips it and the scheduler weighs it by its best so far.
+        so the round-robin pass skips it and the scheduler weighs it by its best so far (a task whose
+        records all failed counts those rounds toward being given up).
         """
         notes: list[str] = []
         for task in self.states:
             for note in self.tuner.load_previous(task):
                 if note not in notes:  # the same bad line of the log is reported once, not per task
                     notes.append(note)
-            if task.previous and math.isfinite(task.best_cost):
+            if task.previous:
                 task.rounds = [task.best_cost] * math.ceil(task.previous / self.options.batch_size)
         reused = [t for t in self.states if t.previous]
         self.reuse = Reuse(sum(t.previous for t in reused), len(reused))

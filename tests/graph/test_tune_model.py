@@ -211,6 +211,9 @@ def test_a_task_failing_every_candidate_keeps_its_default_schedule(tmp_path):
     states = mt.run()
     assert mt.failed() == [softmax] and states[-1].trials == 24  # given up after three rounds
     assert sum(t.trials for t in states) == 80
+    again = ModelTuner(graph, "llvm-cpu", tmp_path / "m.jsonl", options(120, resume=True), measurer=measurer)
+    again.load_previous()
+    assert [t.trials for t in again.run()][-1] == 0  # its logged failures count: not retried on resume
     # the fake records are no schedules to run: the model on default schedules still runs and is timed
     race = compare_with_onnxruntime(None, graph=graph, log=None, repeat=2)
     assert race.onnxruntime_s is None and race.tuned_tasks == 0
