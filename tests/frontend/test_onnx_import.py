@@ -288,3 +288,15 @@ def test_a_weight_passed_through_identity_is_stored_once():
     m = model(nodes, [vi("x", [4])], [vi("y", [4])], [init("w", w)])
     graph = check_against_ort(m, {"x": rand(4)})
     assert len(graph.weights) == 1
+
+
+@pytest.mark.parametrize(
+    ("op", "low", "high", "reference"),
+    [("Sin", -100.0, 100.0, np.sin), ("Cos", -100.0, 100.0, np.cos), ("Tan", -1.5, 1.5, np.tan),
+     ("Atan", -50.0, 50.0, np.arctan), ("Asin", -1.0, 1.0, np.arcsin), ("Acos", -1.0, 1.0, np.arccos)],
+)  # fmt: skip
+def test_trigonometry_built_from_arithmetic_is_float32_accurate(op, low, high, reference):
+    x = np.linspace(low, high, 4001, dtype=np.float32)
+    m = model([helper.make_node(op, ["x"], ["y"])], [vi("x", [x.size])], [vi("y", [x.size])])
+    got = CompiledGraph(from_onnx(m)).run({"x": x})[0]
+    np.testing.assert_allclose(got, reference(x.astype(np.float64)), rtol=2e-6, atol=2e-6)

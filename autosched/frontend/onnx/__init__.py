@@ -5,8 +5,23 @@ family); :mod:`.backend` runs the ONNX backend node tests on generated kernels.
 """
 
 from ...errors import OnnxImportError
-from . import ops_attention, ops_elementwise, ops_image, ops_index, ops_nn, ops_norm, ops_reduce, ops_tensor  # noqa: F401  (register converters)
+from . import (
+    ops_attention,
+    ops_elementwise,
+    ops_image,
+    ops_index,
+    ops_nn,
+    ops_norm,
+    ops_reduce,
+    ops_tensor,
+    ops_trig,
+)
 from .importer import from_onnx, load_model
 from .registry import MAX_OPSET, supported_ops
+
+# Importing these modules registered their converters.
+CONVERTER_MODULES = (
+    ops_attention, ops_elementwise, ops_image, ops_index, ops_nn, ops_norm, ops_reduce, ops_tensor, ops_trig,
+)  # fmt: skip
 
 __all__ = ["MAX_OPSET", "OnnxImportError", "from_onnx", "load_model", "supported_ops"]

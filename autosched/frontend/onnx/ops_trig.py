@@ -1,0 +1,87 @@
+"""Trigonometric ONNX ops from te arithmetic: te has no sin/cos intrinsics, so these are built here.
+
+Sin and Cos reduce the argument by multiples of pi/2 (Cody-Waite: pi/2 in three parts, so the
+reduction stays exact in float32 for the arguments models feed) and evaluate cephes' minimax
+polynomials on [-pi/4, pi/4]; the quadrant picks which polynomial and sign. Atan uses cephes' two-step
+reduction to [0, tan(pi/8)]; Tan, Asin and Acos follow from these. About 1e-7 relative error in
+float32, within ONNX's node-test tolerance; float64 inputs get float32-grade accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ... import te
+from .ops_elementwise import unary
+
+PIO2_PARTS = (1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8)  # sum: pi/2
+TAN_3PI_8 = 2.414213562373095
+TAN_PI_8 = 0.4142135623730950
+
+
+def _poly(z: Any, coefficients: tuple[float, ...]) -> Any:
+    acc: Any = coefficients[0]
+    for c in coefficients[1:]:
+        acc = acc * z + c
+    return acc
+
+
+def _sin_small(r: Any) -> Any:
+    z = r * r
+    return r + r * z * _poly(z, (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1))
+
+
+def _cos_small(r: Any) -> Any:
+    z = r * r
+    return (
+        1.0 - 0.5 * z + z * z * _poly(z, (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2))
+    )
+
+
+def _quadrant(x: Any) -> tuple[Any, Any]:
+    """``x = k * pi/2 + r`` with ``|r| <= pi/4``: (k mod 4, r)."""
+    k = te.floor(x * (2.0 / math.pi) + 0.5)
+    r = x - k * PIO2_PARTS[0] - k * PIO2_PARTS[1] - k * PIO2_PARTS[2]
+    return te.cast("int64", k) % 4, r
+
+
+def sin(x: Any) -> Any:
+    q, r = _quadrant(x)
+    s, c = _sin_small(r), _cos_small(r)
+    return te.if_then_else(q == 0, s, te.if_then_else(q == 1, c, te.if_then_else(q == 2, -s, -c)))
+
+
+def cos(x: Any) -> Any:
+    q, r = _quadrant(x)
+    s, c = _sin_small(r), _cos_small(r)
+    return te.if_then_else(q == 0, c, te.if_then_else(q == 1, -s, te.if_then_else(q == 2, -c, s)))
+
+
+def atan(x: Any) -> Any:
+    a = te.abs(x)
+    big, mid = a > TAN_3PI_8, a > TAN_PI_8
+    # Reduce: a > tan(3pi/8) -> pi/2 + atan(-1/a); a > tan(pi/8) -> pi/4 + atan((a-1)/(a+1)).
+    y0 = te.if_then_else(big, math.pi / 2, te.if_then_else(mid, math.pi / 4, 0.0))
+    safe = te.max(a, 1e-30)  # the big branch only divides where a > 2.4; this keeps the other lanes finite
+    t = te.if_then_else(big, -1.0 / safe, te.if_then_else(mid, (a - 1.0) / (a + 1.0), a))
+    z = t * t
+    p = _poly(z, (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1))
+    y = y0 + (p * z * t + t)
+    return te.if_then_else(x < 0, -y, y)
+
+
+def asin(x: Any) -> Any:
+    # asin x = atan(x / sqrt(1 - x^2)); at |x| = 1 the quotient is +-inf and atan gives +-pi/2.
+    return atan(x / te.sqrt(1.0 - x * x))
+
+
+for _op, _fn in (
+    ("Sin", sin),
+    ("Cos", cos),
+    ("Tan", lambda x: sin(x) / cos(x)),
+    ("Atan", atan),
+    ("Asin", asin),
+    ("Acos", lambda x: math.pi / 2 - asin(x)),
+):
+    unary(_op, 7, lambda node, x, f=_fn: f(x))
