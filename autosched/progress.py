@@ -133,8 +133,9 @@ class _ProgressWithTable(Progress):
         super().__init__(*columns, **kwargs)
 
     def get_renderables(self) -> Any:
-        if self.table_fn is not None:
-            yield self.table_fn()
+        table = self.table_fn() if self.table_fn is not None else None
+        if table is not None:
+            yield table
         yield from super().get_renderables()
 
 
@@ -181,7 +182,7 @@ class ModelProgress:
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("model {task.fields[latency]}"), TimeRemainingColumn(),
             console=self.console, transient=False,
-            table=(lambda: model_task_table(self.mt)) if self.console.is_terminal else None,
+            table=(lambda: self.mt and model_task_table(self.mt)) if self.console.is_terminal else None,
         )  # fmt: skip
         self.bar: Any = None
 

@@ -283,3 +283,27 @@ def test_cli_tunes_a_model_then_resumes_it(tmp_path, capsys):
     out = capsys.readouterr()
     assert "reused 8 record(s) of 2 of the 2 tasks" in out.err
     assert len(load_records(log).records) == 12
+
+
+def test_live_progress_on_a_terminal_shows_the_task_table(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from autosched.progress import ModelProgress, print_model_summary
+
+    live, summary = io.StringIO(), io.StringIO()
+    with ModelProgress(Console(file=live, force_terminal=True, width=160)) as progress:
+        graph = resnet_like(blocks=1, channels=4, size=4)
+        fake = FakeMeasurer(spread_cost)
+        mt = ModelTuner(
+            graph, "llvm-cpu", tmp_path / "m.jsonl", options(24), measurer=fake, reporter=progress.report
+        )
+        progress.attach(mt)
+        mt.load_previous()
+        progress.begin(mt.budget())
+        mt.run()
+    assert "weighted latency" in live.getvalue() and "24/24" in live.getvalue()
+    print_model_summary(mt, None, Console(file=summary, width=160))
+    text = summary.getvalue()
+    assert "estimated model latency" in text and "largest shares of the estimated latency" in text
