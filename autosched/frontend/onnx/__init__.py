@@ -10,6 +10,7 @@ from . import (
     ops_elementwise,
     ops_image,
     ops_index,
+    ops_loss,
     ops_nn,
     ops_norm,
     ops_reduce,
@@ -21,7 +22,8 @@ from .registry import MAX_OPSET, supported_ops
 
 # Importing these modules registered their converters.
 CONVERTER_MODULES = (
-    ops_attention, ops_elementwise, ops_image, ops_index, ops_nn, ops_norm, ops_reduce, ops_tensor, ops_trig,
+    ops_attention, ops_elementwise, ops_image, ops_index, ops_loss, ops_nn, ops_norm, ops_reduce, ops_tensor,
+    ops_trig,
 )  # fmt: skip
 
 __all__ = ["MAX_OPSET", "OnnxImportError", "from_onnx", "load_model", "supported_ops"]

@@ -28,18 +28,10 @@ def batch_norm(node: Node) -> Any:
     return topi.batch_norm(node.tensor(0), *params, axis=1, epsilon=node.attr("epsilon", 1e-5))
 
 
-def softmax_like(node: Node, log: bool) -> Any:
-    shape = node.shape(0)
-    x = node.tensor(0)
-    if not is_float(x.dtype):
-        raise node.error(f"input is {x.dtype}; {node.op_type} takes floats")
-    axis = node.axis(node.attr("axis", -1 if node.opset >= 13 else 1), len(shape))
-    if node.opset < 13:  # the dims from axis on are one flattened axis
-        axes: tuple[int, ...] = tuple(range(axis, len(shape)))
-    else:
-        axes = (axis,)
+def softmax_over(x: Any, axes: tuple[int, ...], log: bool) -> Any:
+    """Softmax (or log-softmax) of ``x`` over ``axes`` taken together, steadied by the max."""
     if not log and len(axes) == 1:
-        return topi.softmax(x, axis=axis)
+        return topi.softmax(x, axis=axes[0])
     peak = topi.max(x, axis=axes, keepdims=True, name="softmax_max")
     exp = te.compute(x.shape, lambda *i: te.exp(x[i] - broadcast_read(peak, i)), name="softmax_exp")
     total = topi.sum(exp, axis=axes, keepdims=True, name="softmax_sum")
@@ -50,6 +42,17 @@ def softmax_like(node: Node, log: bool) -> Any:
             name="log_softmax",
         )
     return te.compute(x.shape, lambda *i: exp[i] / broadcast_read(total, i), name="softmax_norm")
+
+
+def softmax_like(node: Node, log: bool) -> Any:
+    shape = node.shape(0)
+    x = node.tensor(0)
+    if not is_float(x.dtype):
+        raise node.error(f"input is {x.dtype}; {node.op_type} takes floats")
+    axis = node.axis(node.attr("axis", -1 if node.opset >= 13 else 1), len(shape))
+    # Before opset 13 the dims from axis on are one flattened axis.
+    axes = tuple(range(axis, len(shape))) if node.opset < 13 else (axis,)
+    return softmax_over(x, axes, log)
 
 
 for _v in (1, 11, 13):
