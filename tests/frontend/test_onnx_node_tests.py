@@ -67,7 +67,7 @@ def cases():
     return load_cases(CLAIMED)
 
 
-SLOW = {"Attention"}  # 93 cases, about 25 s
+SLOW = {"Attention", "Resize"}  # 93 and 39 cases: about 25 s and 9 s
 
 
 @pytest.mark.parametrize(
