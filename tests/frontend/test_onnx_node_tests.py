@@ -16,18 +16,18 @@ pytest.importorskip("onnx")
 from autosched.frontend.onnx.node_tests import load_cases, run_case
 
 CLAIMED = """
-Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh Attention AveragePool BatchNormalization Cast
-CastLike Ceil Celu Clip Concat Constant ConstantOfShape Conv ConvTranspose Cos Cosh CumProd CumSum
-DepthToSpace Div Dropout Einsum Elu Equal Erf Exp Expand EyeLike Flatten Floor Gather GatherElements
-GatherND Gelu Gemm GlobalAveragePool GlobalMaxPool Greater GreaterOrEqual GroupNormalization HardSigmoid
-HardSwish Hardmax Identity InstanceNormalization IsInf IsNaN LRN LayerNormalization LeakyRelu Less
-LessOrEqual Log LogSoftmax LpNormalization LpPool MatMul Max MaxPool Mean MeanVarianceNormalization Min
-Mish Mod Mul Neg NegativeLogLikelihoodLoss Not OneHot Or PRelu Pad Pow RMSNormalization Range Reciprocal
-ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum
-ReduceSumSquare Relu Reshape Resize ReverseSequence Round ScatterElements ScatterND Selu Shape Shrink
-Sigmoid Sign Sin Sinh Size Slice Softmax SoftmaxCrossEntropyLoss Softplus Softsign SpaceToDepth Split
-Sqrt Squeeze Sub Sum Swish Tan Tanh ThresholdedRelu Tile TopK Transpose Trilu Unsqueeze Upsample Where
-Xor
+Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh Attention AveragePool BatchNormalization
+BlackmanWindow Cast CastLike Ceil Celu CenterCropPad Clip Concat Constant ConstantOfShape Conv
+ConvTranspose Cos Cosh CumProd CumSum DepthToSpace Div Dropout Einsum Elu Equal Erf Exp Expand EyeLike
+Flatten Floor Gather GatherElements GatherND Gelu Gemm GlobalAveragePool GlobalMaxPool Greater
+GreaterOrEqual GroupNormalization HammingWindow HannWindow HardSigmoid HardSwish Hardmax Identity
+InstanceNormalization IsInf IsNaN LRN LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax
+LpNormalization LpPool MatMul Max MaxPool Mean MeanVarianceNormalization Min Mish Mod Mul Neg
+NegativeLogLikelihoodLoss Not OneHot Or PRelu Pad Pow RMSNormalization Range Reciprocal ReduceL1 ReduceL2
+ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu
+Reshape Resize ReverseSequence Round ScatterElements ScatterND Selu Shape Shrink Sigmoid Sign Sin Sinh
+Size Slice Softmax SoftmaxCrossEntropyLoss Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum
+Swish Tan Tanh ThresholdedRelu Tile TopK Transpose Trilu Unsqueeze Upsample Where Xor
 """.split()
 
 DTYPE = "which autosched does not support"

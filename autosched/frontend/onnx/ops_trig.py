@@ -1,4 +1,4 @@
-"""Trigonometric ONNX ops from te arithmetic: te has no sin/cos intrinsics, so these are built here.
+"""Trigonometric ONNX ops and the cosine windows, from te arithmetic (te has no sin/cos intrinsics).
 
 Sin and Cos reduce the argument by multiples of pi/2 (Cody-Waite: pi/2 in three parts, so the
 reduction stays exact in float32 for the arguments models feed) and evaluate cephes' minimax
@@ -12,8 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from ... import te
+from .context import Node, Out, onnx_dtype, te_dtype
 from .ops_elementwise import unary
+from .ops_tensor import compute
+from .registry import converter
 
 PIO2_PARTS = (1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8)  # sum: pi/2
 TAN_3PI_8 = 2.414213562373095
@@ -85,3 +90,26 @@ for _op, _fn in (
     ("Acos", lambda x: math.pi / 2 - asin(x)),
 ):
     unary(_op, 7, lambda node, x, f=_fn: f(x))
+
+
+def window(node: Node, terms: tuple[tuple[float, int], ...]) -> Out:
+    """``sum(c * cos(k * 2 pi n / N))`` over ``terms`` (c, k): Hann, Hamming and Blackman windows."""
+    size = int(np.asarray(node.const(0, "size")).reshape(-1)[0])
+    span = size if node.attr("periodic", 1) else size - 1
+    dtype = onnx_dtype(node.attr("output_datatype", 1), f"node {node.name!r}: output_datatype")
+
+    def body(n: Any) -> Any:
+        phase = te.cast("float32", n) * (2.0 * math.pi / span)
+        value: Any = None
+        for c, k in terms:
+            term = c if k == 0 else c * cos(phase * float(k))
+            value = term if value is None else value + term
+        return te.cast(te_dtype(dtype), value)
+
+    return compute(node, (size,), body, dtype, name=node.op_type.lower())
+
+
+_HAMMING_ALPHA = 25.0 / 46.0
+converter("HannWindow", 17)(lambda node: window(node, ((0.5, 0), (-0.5, 1))))
+converter("HammingWindow", 17)(lambda node: window(node, ((_HAMMING_ALPHA, 0), (_HAMMING_ALPHA - 1.0, 1))))
+converter("BlackmanWindow", 17)(lambda node: window(node, ((0.42, 0), (-0.5, 1), (0.08, 2))))
