@@ -184,8 +184,11 @@ class Schedule:
         self._record(Step("cache_read", src.name, args if perm == identity else (*args, perm)))
         return cached_tensor
 
-    def cache_write(self, tensor: Tensor | str, scope: str) -> Tensor:
+    def cache_write(self, tensor: Tensor | str, scope: str, layout: Sequence[int] | None = None) -> Tensor:
         """Compute ``tensor`` into a new stage ``<name>.<scope>``; the original becomes a copy of it.
+
+        ``layout`` orders the new stage's axes (a permutation of the original's): ``(0, 2, 3, 1)``
+        computes a conv's ``N, K, H, W`` accumulator as ``N, H, W, K``, so K can be its vector axis.
 
         Typical use: keep a matmul's accumulator tile in registers and write it out once::
 
@@ -199,15 +202,23 @@ class Schedule:
         if not isinstance(op, ComputeOp):
             raise ScheduleError(f"cache_write: stage {stage.name!r} is an input placeholder")
         self._check_fresh("cache_write", stage)
-        fresh = tuple(IterVar(a.name, "int32", a.extent, "spatial") for a in op.axis)
-        body = substitute(op.body, dict(zip(op.axis, fresh)))
+        identity = tuple(range(len(op.axis)))
+        perm = identity if layout is None else tuple(layout)
+        if not all(isinstance(d, int) for d in perm) or sorted(perm) != list(identity):
+            raise ScheduleError(
+                f"cache_write: layout {tuple(layout or ())} is not a permutation of {identity} "
+                f"(the axes of {stage.name!r})"
+            )
+        fresh = tuple(IterVar(op.axis[p].name, "int32", op.axis[p].extent, "spatial") for p in perm)
+        body = substitute(op.body, {op.axis[p]: fresh[d] for d, p in enumerate(perm)})
         local_op = ComputeOp(f"{stage.name}.{scope}", fresh, body, op.dtype, op.tag)
         # The new stage goes before the original, which now copies it with the original axes.
         self._add_stage(local_op, self.stages.index(stage))
-        copy = ComputeOp(op.name, op.axis, Tensor(local_op)[op.axis], op.dtype, op.tag)
+        local_index = tuple(op.axis[p] for p in perm)
+        copy = ComputeOp(op.name, op.axis, Tensor(local_op)[local_index], op.dtype, op.tag)
         stage.set_op(copy)
         self._by_op[copy] = stage
-        self._record(Step("cache_write", stage.name, (scope,)))
+        self._record(Step("cache_write", stage.name, (scope,) if perm == identity else (scope, perm)))
         return Tensor(local_op)
 
     def rfactor(self, tensor: Tensor | str, axis: IterVar | str, factor_axis: int = 0) -> Tensor:
@@ -286,7 +297,7 @@ class Schedule:
             self.cache_read(step.stage, a[0], list(a[1]), a[2] if len(a) > 2 else None)
             return
         if p == "cache_write":
-            self.cache_write(step.stage, a[0])
+            self.cache_write(step.stage, a[0], a[1] if len(a) > 1 else None)
             return
         if p == "rfactor":
             self.rfactor(step.stage, a[0], a[1])

@@ -204,10 +204,20 @@ class _Builder:
         """SSRSRS: spatial in 4 levels, reduction in 2; the outer two spatial levels live in the
         consumer that writes the result, and the accumulator tile is computed at its second level."""
         host = self.fusion_host(st)
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        perm = tuple(range(len(op.axis)))
         if host is not None:
             producer, consumer = st, host
         else:
-            local = self.s.cache_write(st.name, "local")
+            # The accumulator's last axis is its vector axis: the output's own last axis (a conv's W),
+            # or a channel axis moved last (K: the conv's weight is packed with K contiguous).
+            options = ["last", *(op.axis[d].name for d in self.channel_axes(op))]
+            axis = self.choose(f"{st.name}.local/vector_axis", options) if len(options) > 1 else "last"
+            if axis != "last":
+                d = next(i for i, a in enumerate(op.axis) if a.name == axis)
+                perm = (*(i for i in perm if i != d), d)
+            local = self.s.cache_write(st.name, "local", None if axis == "last" else perm)
             producer, consumer = self.s[local], st
         name = producer.name
         p_op, c_op = producer.op, consumer.op
@@ -217,7 +227,7 @@ class _Builder:
         lengths = self.register_tiles(name, list(p_op.axis))
         # Consumer: levels S0, S1 and the inner (S2*S3) tile; the producer goes inside S1.
         outer0, outer1, inner = [], [], []
-        for ax, ln in zip(c_op.axis, lengths):
+        for ax, ln in zip(c_op.axis, [lengths[perm.index(d)] for d in range(len(perm))]):
             o, rest = consumer.split(ax, factor=ln[1] * ln[2] * ln[3])
             o1, i1 = consumer.split(rest, factor=ln[2] * ln[3])
             outer0.append(o)
@@ -260,6 +270,24 @@ class _Builder:
         if unroll:
             producer.pragma(r0[0], "auto_unroll_max_step", unroll)
         self.done.update({producer.name, consumer.name})
+
+    def channel_axes(self, op: ComputeOp) -> list[int]:
+        """Positions of spatial axes a convolution (a reduction over channels and a window) may
+        vectorize instead of its last: at least a vector long, ignored by some input (whose value is
+        then the same on every lane) and an index of its own wherever read (a weight's K)."""
+        if len(op.reduce_axis) < 2 or len(op.axis) < 3:
+            return []
+        reads = [n for n in walk(op.body) if isinstance(n, TensorRead)]
+        found = []
+        for d, a in enumerate(op.axis[:-1]):
+            users = [r for r in reads if any(v is a for i in r.indices for v in walk(i))]
+            plain = all(
+                any(i is a for i in r.indices) and sum(any(v is a for v in walk(i)) for i in r.indices) == 1
+                for r in users
+            )
+            if a.extent >= self.p.lanes and users and len(users) < len(reads) and plain:
+                found.append(d)
+        return found
 
     def register_tiles(self, name: str, axes: list[IterVar]) -> list[list[int]]:
         """Four tile lengths per spatial axis whose innermost ones, the accumulators kept in

@@ -27,11 +27,11 @@ PRIMITIVES: dict[str, tuple[str, ...]] = {
     "compute_inline": (),
     "compute_root": (),
     "cache_read": ("scope", "readers", "layout"),
-    "cache_write": ("scope",),
+    "cache_write": ("scope", "layout"),
     "rfactor": ("axis", "factor_axis"),
 }
 # Trailing arguments a step may leave out (written only when set, so older traces keep their keys).
-OPTIONAL: dict[str, int] = {"cache_read": 1}
+OPTIONAL: dict[str, int] = {"cache_read": 1, "cache_write": 1}
 
 # What each argument may hold when a step is read from JSON (a log line is untrusted input): a name,
 # a list of names, a loop factor (None allowed where marked "?"), a small index, a pragma value, a
@@ -50,7 +50,7 @@ ARG_KINDS: dict[str, tuple[str, ...]] = {
     "compute_inline": (),
     "compute_root": (),
     "cache_read": ("name", "names", "layout"),
-    "cache_write": ("name",),
+    "cache_write": ("name", "layout"),
     "rfactor": ("name", "index"),
 }
 # auto_unroll_max_step: the sketch samples at most 512 (UNROLL_STEPS); 10**12 made a compile run
@@ -142,7 +142,8 @@ class Step:
             layout = f", layout={a[2]!r}" if len(a) > 2 else ""
             return f"s.cache_read({self.stage!r}, {a[0]!r}, {list(a[1])!r}{layout})"
         if self.primitive == "cache_write":
-            return f"s.cache_write({self.stage!r}, {a[0]!r})"
+            layout = f", layout={a[1]!r}" if len(a) > 1 else ""
+            return f"s.cache_write({self.stage!r}, {a[0]!r}{layout})"
         if self.primitive == "rfactor":
             return f"s.rfactor({self.stage!r}, {a[0]!r}, factor_axis={a[1]})"
         if self.primitive == "compute_at":

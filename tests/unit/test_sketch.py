@@ -74,13 +74,15 @@ def test_accumulator_tile_fits_the_registers() -> None:
     rng = random.Random(0)
 
     def vectors(d: dict) -> int:
-        inner = [d[f"conv2d.local/tile/{a}"][-1] for a in ("nn", "ff", "yy")]
-        return inner[0] * inner[1] * inner[2] * -(-d["conv2d.local/tile/xx"][-1] // 16)
+        vec = "ff" if d.get("conv2d.local/vector_axis") == "ff" else "xx"  # the lanes: W or K
+        inner = [d[f"conv2d.local/tile/{a}"][-1] for a in ("nn", "ff", "yy", "xx") if a != vec]
+        return inner[0] * inner[1] * inner[2] * -(-d[f"conv2d.local/tile/{vec}"][-1] // 16)
 
     for _ in range(40):
         _, d = policy.sample(rng)
         assert vectors(d) <= 28, d
-    spilling = dict(d, **{"conv2d.local/tile/ff": [2, 2, 1, 16], "conv2d.local/tile/yy": [2, 4, 1, 7]})
+    spill = {"conv2d.local/tile/ff": [2, 2, 1, 16], "conv2d.local/tile/yy": [2, 4, 1, 7]}
+    spilling = dict(d, **spill, **{"conv2d.local/vector_axis": "last"})
     _, rebuilt = policy.sample(rng, spilling)
     assert vectors(rebuilt) <= 28
     assert rebuilt["conv2d.local/tile/rc"] == d["conv2d.local/tile/rc"]  # reduction tiles are kept
