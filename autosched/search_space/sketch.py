@@ -235,7 +235,9 @@ class _Builder:
             inner.append(i1)
         consumer.reorder(*outer0, *outer1, *inner)
         producer.compute_at(consumer, outer1[-1])
-        if self.packable(p_op) and self.choose(f"{name}/pack", (False, True)):
+        # Channels in lanes read the weight across K: packed, that is one vector load, else a gather.
+        pack_options = (True,) if perm[-1] != len(perm) - 1 else (False, True)
+        if self.packable(p_op) and self.choose(f"{name}/pack", pack_options):
             # Copy the reused input's tile into a contiguous buffer once per outer tile (BLIS packing).
             for t, layout in self.packable(p_op):
                 packed = self.s[self.s.cache_read(t, "local", [producer.name], layout)]

@@ -77,3 +77,12 @@ def test_transposed_conv_samples_build_a_schedule() -> None:
     for _ in range(10):
         sch, _ = policy.sample(rng)
         assert sch.trace
+
+
+def test_channel_vector_always_packs_the_weight() -> None:
+    """Unpacked, the weight's K has stride C*R*S: every tap would gather."""
+    *_, out = make_conv2d(C=8, H=12, W=12, K=32)
+    policy, rng = SketchPolicy([out], lanes=16), random.Random(5)
+    for _ in range(10):
+        _, d = policy.sample(rng, {"conv2d.local/vector_axis": "ff", "conv2d.local/pack": False})
+        assert d["conv2d.local/pack"] is True
