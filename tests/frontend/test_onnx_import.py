@@ -17,6 +17,7 @@ from autosched.errors import AutoschedError, OnnxImportError  # noqa: E402
 from autosched.frontend.onnx import from_onnx  # noqa: E402
 from autosched.frontend.onnx.backend import CompiledGraph  # noqa: E402
 from autosched.frontend.onnx.registry import lookup  # noqa: E402
+from autosched.graph.compiled import ModelInputError  # noqa: E402
 from autosched.te.tensor import ComputeOp  # noqa: E402
 
 F = TensorProto.FLOAT
@@ -137,8 +138,8 @@ def test_symbolic_dimension_without_a_size_names_input_and_dimension():
 def test_every_unsupported_op_is_listed_at_once():
     nodes = [
         helper.make_node("Relu", ["x"], ["a"], "ok"),
-        helper.make_node("Sin", ["a"], ["b"], "sine1"),
-        helper.make_node("Sin", ["b"], ["c"], "sine2"),
+        helper.make_node("Det", ["a"], ["b"], "det1"),
+        helper.make_node("Det", ["b"], ["c"], "det2"),
         helper.make_node("NonMaxSuppression", ["c", "c"], ["d"], "nms"),
         helper.make_node("Foo", ["d"], ["y"], "custom", domain="com.example"),
     ]
@@ -148,7 +149,7 @@ def test_every_unsupported_op_is_listed_at_once():
         from_onnx(m)
     text = str(err.value)
     assert "3 op type(s)" in text
-    assert "Sin (domain ai.onnx, opset 20; no converter): 'sine1', 'sine2'" in text
+    assert "Det (domain ai.onnx, opset 20; no converter): 'det1', 'det2'" in text
     assert "NonMaxSuppression" in text and "'nms'" in text
     assert "Foo (domain com.example, opset 1" in text and "'custom'" in text
 
@@ -300,3 +301,12 @@ def test_trigonometry_built_from_arithmetic_is_float32_accurate(op, low, high, r
     m = model([helper.make_node(op, ["x"], ["y"])], [vi("x", [x.size])], [vi("y", [x.size])])
     got = CompiledGraph(from_onnx(m)).run({"x": x})[0]
     np.testing.assert_allclose(got, reference(x.astype(np.float64)), rtol=2e-6, atol=2e-6)
+
+
+def test_wrong_inputs_at_run_name_the_input():
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3])])
+    compiled = CompiledGraph(from_onnx(m))
+    with pytest.raises(ModelInputError, match=r"input 'x': expected float32\[2, 3\], got float32\[3, 2\]"):
+        compiled.run({"x": rand(3, 2)})
+    with pytest.raises(ModelInputError, match=r"\['z'\] are unknown and \['x'\] missing"):
+        compiled.run({"z": rand(2, 3)})

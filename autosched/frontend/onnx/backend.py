@@ -1,8 +1,8 @@
 """An ``onnx.backend.base.Backend`` so ``onnx.backend.test`` runs our importer and generated kernels.
 
-``prepare`` imports the model and compiles the whole Graph as ONE te program (every output, the
-default schedule, ``autosched.build`` on llvm-cpu): real generated code, no numpy fallback. The fused,
-memory-planned compiled model of ``autosched.graph`` can replace :func:`compile_graph` once it exists.
+``prepare`` imports the model and, by default, compiles the whole Graph as ONE te program (every
+output, the default schedule, ``autosched.build`` on llvm-cpu): real generated code, no numpy
+fallback. ``engine="graph"`` runs autosched.graph's fused, memory-planned compiled model instead.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from onnx.backend.base import Backend, BackendRep
 
 from ...build import build
 from ...errors import OnnxImportError
+from ...graph.compiled import ModelInputError
 from ...graph.ir import Graph
 from ...search_space.default import default_schedule
 from ...te.graph import topo_order
@@ -32,9 +33,9 @@ class CompiledGraph:
 
     def __init__(self, graph: Graph, target: str = "llvm-cpu"):
         self.graph = graph
-        computed = []
-        for out in graph.outputs:
-            if not isinstance(out.tensor.op, PlaceholderOp) and out.tensor not in computed:
+        computed: list[Tensor] = []
+        for out in graph.outputs:  # Tensors compare by identity: find repeats by their op
+            if not isinstance(out.tensor.op, PlaceholderOp) and out.tensor.op not in [t.op for t in computed]:
                 computed.append(out.tensor)
         self.computed = computed
         # Only the placeholders the kernel reads are its parameters (a model may ignore an input).
@@ -59,7 +60,7 @@ class CompiledGraph:
             if isinstance(out.tensor.op, PlaceholderOp):
                 array = np.array(leaf_arrays[out.tensor.op])
             else:
-                array = buffers[self.computed.index(out.tensor)]
+                array = buffers[[t.op for t in self.computed].index(out.tensor.op)]
             if out.shape is not None:
                 array = array.reshape(out.shape)
             results.append(array.astype(out.dtype) if array.dtype != np.dtype(out.dtype) else array)
@@ -71,7 +72,7 @@ class CompiledGraph:
             unknown = sorted(set(inputs) - set(names))
             missing = [n for n in names if n not in inputs]
             if unknown or missing:
-                raise OnnxImportError(
+                raise ModelInputError(
                     f"model {self.graph.name!r}: inputs {unknown} are unknown and {missing} missing "
                     f"(its inputs: {names})"
                 )
@@ -79,7 +80,7 @@ class CompiledGraph:
         else:
             arrays = list(inputs)
             if len(arrays) != len(names):
-                raise OnnxImportError(
+                raise ModelInputError(
                     f"model {self.graph.name!r}: got {len(arrays)} inputs, expected {names}"
                 )
         out = []
@@ -87,7 +88,7 @@ class CompiledGraph:
             a = np.asarray(array)
             want = spec.shape if spec.shape is not None else spec.tensor.shape
             if tuple(a.shape) != tuple(want) or a.dtype != np.dtype(spec.dtype):
-                raise OnnxImportError(
+                raise ModelInputError(
                     f"input {spec.name!r}: expected {spec.dtype}{list(want)}, got {a.dtype}{list(a.shape)}"
                 )
             out.append(np.ascontiguousarray(a.astype(spec.tensor.dtype).reshape(spec.tensor.shape)))
