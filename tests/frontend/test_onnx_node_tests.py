@@ -20,9 +20,9 @@ Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh Attention AveragePool
 BlackmanWindow Cast CastLike Ceil Celu CenterCropPad Clip Concat Constant ConstantOfShape Conv
 ConvTranspose Cos Cosh CumProd CumSum DepthToSpace Div Dropout Einsum Elu Equal Erf Exp Expand EyeLike
 Flatten Floor Gather GatherElements GatherND Gelu Gemm GlobalAveragePool GlobalMaxPool Greater
-GreaterOrEqual GroupNormalization HammingWindow HannWindow HardSigmoid HardSwish Hardmax Identity
-InstanceNormalization IsInf IsNaN LRN LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax
-LpNormalization LpPool MatMul Max MaxPool Mean MeanVarianceNormalization Min Mish Mod Mul Neg
+GreaterOrEqual GridSample GroupNormalization HammingWindow HannWindow HardSigmoid HardSwish Hardmax
+Identity InstanceNormalization IsInf IsNaN LRN LayerNormalization LeakyRelu Less LessOrEqual Log
+LogSoftmax LpNormalization LpPool MatMul Max MaxPool Mean MeanVarianceNormalization Min Mish Mod Mul Neg
 NegativeLogLikelihoodLoss Not OneHot Or PRelu Pad Pow RMSNormalization Range Reciprocal ReduceL1 ReduceL2
 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu
 Reshape Resize ReverseSequence Round ScatterElements ScatterND Selu Shape Shrink Sigmoid Sign Sin Sinh

@@ -1,4 +1,4 @@
-"""Resize and Upsample: nearest, (multi)linear and cubic interpolation, every coordinate mode.
+"""Resize, Upsample and GridSample: nearest, (multi)linear and cubic interpolation.
 
 Each output element maps back to a fractional source coordinate per resized axis (the
 ``coordinate_transformation_mode``), then reads its taps: one (nearest), two (linear) or four (cubic)
@@ -15,6 +15,7 @@ import numpy as np
 
 from ... import te
 from .context import Node, Out
+from .ops_elementwise import round_half_even
 from .ops_tensor import compute, read
 from .registry import converter
 
@@ -188,3 +189,81 @@ def upsample(node: Node) -> Out:
     plan = output_plan(node, shape, scales, None)
     node.attrs.setdefault("nearest_mode", "floor")  # Upsample's nearest is floor(x / scale)
     return resize(node, method, "asymmetric", *plan, [0.0] * (2 * len(shape)))
+
+
+def reflect(x: Any, lo: float, hi: float) -> Any:
+    """``x`` reflected off the borders ``lo`` and ``hi`` until it lies between them (float)."""
+    span = hi - lo
+
+    def fold(dx: Any, near: float, far: float, sign: float) -> Any:
+        n = te.floor(dx / span)
+        r = dx - n * span
+        even = n - 2.0 * te.floor(n * 0.5) == 0.0
+        return te.if_then_else(even, near + sign * r, far - sign * r)
+
+    below = fold(lo - x, lo, hi, 1.0)
+    above = fold(x - hi, hi, lo, -1.0)
+    return te.if_then_else(x < lo, below, te.if_then_else(x > hi, above, x))
+
+
+def grid_taps(node: Node, method: str, c: Any) -> list[tuple[Any, Any]]:
+    """(integer tap, weight) pairs of one axis for the (border-fixed) source coordinate ``c``."""
+    if method == "nearest":
+        return [(te.cast("int32", c), None)]
+    base = te.floor(c)
+    t = c - base
+    i0 = te.cast("int32", base)
+    if method == "linear":
+        return [(i0, 1.0 - t), (i0 + 1, t)]
+    offsets = (-1, 0, 1, 2)
+    return [(i0 + o, cubic_weight(-0.75, t - o)) for o in offsets]
+
+
+@converter("GridSample", since=16)
+@converter("GridSample", since=20)
+@converter("GridSample", since=22)
+def grid_sample(node: Node) -> Out:
+    shape, grid_shape = node.shape(0), node.shape(1)
+    x, grid = node.tensor(0), node.tensor(1)
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(
+        node.attr("mode", "linear"), node.attr("mode", "linear")
+    )
+    padding = node.attr("padding_mode", "zeros")
+    align = bool(node.attr("align_corners", 0))
+    dims = shape[2:]
+    k = len(dims)
+    lo = [0.0 if align else -0.5] * k
+    hi = [d - 1.0 if align else d - 0.5 for d in dims]
+    zero = te.const(0, x.dtype)
+
+    def body(*i: Any) -> Any:
+        n, c, out = i[0], i[1], i[2:]
+        per_axis = []
+        for d in range(k):
+            g = grid[(n, *out, k - 1 - d)]  # the grid lists coordinates innermost dim first
+            size = dims[d]
+            pos = (g + 1.0) * 0.5 * (size - 1) if align else ((g + 1.0) * size - 1.0) * 0.5
+            if mode == "nearest":
+                pos = round_half_even(pos)
+            if padding == "border":
+                pos = te.max(te.min(pos, float(size - 1)), 0.0)
+            elif padding == "reflection":
+                pos = reflect(pos, lo[d], hi[d])
+            per_axis.append([(src, w, size, d) for src, w in grid_taps(node, mode, pos)])
+        value: Any = None
+        for combo in itertools.product(*per_axis):
+            idx, inside, weight = [n, c], [], None
+            for src, w, size, d in combo:
+                if padding == "reflection":
+                    src = te.cast("int32", reflect(te.cast(grid.dtype, src), lo[d], hi[d]))
+                inside.extend([src >= 0, src < size])
+                idx.append(te.max(te.min(src, size - 1), 0))
+                weight = w if weight is None else (weight * w if w is not None else weight)
+            pixel = x[tuple(idx)]
+            if padding == "zeros":
+                pixel = te.if_then_else(te.all(*inside), pixel, zero)
+            term = pixel if weight is None else pixel * weight
+            value = term if value is None else value + term
+        return value
+
+    return compute(node, (*shape[:2], *grid_shape[1:-1]), body, name="grid_sample")
