@@ -267,3 +267,30 @@ def grid_sample(node: Node) -> Out:
         return value
 
     return compute(node, (*shape[:2], *grid_shape[1:-1]), body, name="grid_sample")
+
+
+@converter("AffineGrid", since=20)
+def affine_grid(node: Node) -> Out:
+    """The sampling grid of ``theta`` (N, k, k+1) over a normalized [-1, 1] grid of ``size``."""
+    theta = node.tensor(0)
+    size = [int(v) for v in node.const(1, "size").reshape(-1)]
+    spatial = size[2:]
+    k = len(spatial)
+    align = bool(node.attr("align_corners", 0))
+
+    def base(i: Any, n: int) -> Any:
+        f = te.cast(theta.dtype, i)
+        if align:
+            return -1.0 + f * (2.0 / (n - 1)) if n > 1 else te.const(0.0, theta.dtype)
+        return (2.0 * f + 1.0) / n - 1.0
+
+    def body(*i: Any) -> Any:
+        b, pos, comp = i[0], i[1 : 1 + k], i[1 + k]
+        # The base point lists coordinates innermost dim first (x, y[, z]), then 1 for the shift.
+        point = [base(pos[k - 1 - d], spatial[k - 1 - d]) for d in range(k)]
+        value: Any = theta[b, comp, k]
+        for d, p in enumerate(point):
+            value = value + theta[b, comp, d] * p
+        return value
+
+    return compute(node, (size[0], *spatial, k), body, name="affine_grid")
