@@ -48,7 +48,6 @@ EXCLUDED = {
     ),
     r"test_batchnorm_.*training_mode|test_training_dropout.*": ("training mode", "inference models only"),
     r"test_identity_sequence|test_identity_opt": ("sequence and optional types", "is not a tensor"),
-    r"test_maxpool_with_argmax_.*": ("MaxPool's Indices output", "output 1 ('z') is not supported"),
     r"test_convtranspose_3d": ("3-d ConvTranspose (topi's is 2-d; 1-d goes through it)", "1-d and 2-d"),
     r"test_resize_.*_antialias": ("Resize with antialias=1", "antialias=1 is not supported"),
     r"test_mod_float_edge_cases_fmod_0_.*": (

@@ -225,7 +225,27 @@ def pool(node: Node, kind: str) -> Any:
             pos, ok = window(i, rs, with_pad=False)
             return te.max(te.if_then_else(ok, data[(*i[:2], *pos)], low), axis=rs)
 
-        return compute(node, shape, max_body, name="max_pool")
+        pooled = compute(node, shape, max_body, name="max_pool")
+        if len(node.proto.output) < 2 or not node.proto.output[1]:
+            return pooled
+        column_major = bool(node.attr("storage_order", 0))
+        best = pooled.tensor
+        ri = [te.reduce_axis((0, k), name=f"w{j}") for j, k in enumerate(kernel)]
+
+        def index_body(*i: Any) -> Any:
+            # The first window tap holding the max, as a flat index into the whole input: (n, c)
+            # row-major, then the spatial dims row-major (or column-major with storage_order=1).
+            pos, ok = window(i, ri, with_pad=False)
+            flat: Any = te.cast("int64", i[0]) * x[1] + te.cast("int64", i[1])
+            spatial = list(zip(pos, x[2:], strict=True))
+            for p, size in reversed(spatial) if column_major else spatial:
+                flat = flat * size + te.cast("int64", p)
+            none = te.const(2**62, "int64")
+            # Nested selects, not te.all: the read must be guarded (te.all evaluates both sides).
+            at_max = te.if_then_else(data[(*i[:2], *pos)] == best[i], flat, none)
+            return te.min(te.if_then_else(ok, at_max, none), axis=ri)
+
+        return [pooled, compute(node, shape, index_body, "int64", name="max_pool_index")]
     p = node.attr("p", 2)
 
     def sum_body(*i: Any) -> Any:
