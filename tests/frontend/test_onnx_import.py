@@ -310,3 +310,14 @@ def test_wrong_inputs_at_run_name_the_input():
         compiled.run({"x": rand(3, 2)})
     with pytest.raises(ModelInputError, match=r"\['z'\] are unknown and \['x'\] missing"):
         compiled.run({"z": rand(2, 3)})
+
+
+@pytest.mark.parametrize("inverse", [0, 1])
+def test_dft_of_a_complex_signal_matches_numpy(inverse):
+    x = rand(2, 12, 2)
+    m = model([helper.make_node("DFT", ["x", "", "axis"], ["y"], inverse=inverse)], [vi("x", [2, 12, 2])],
+              [vi("y", [2, 12, 2])], [init("axis", np.array(1, np.int64))])  # fmt: skip
+    got = CompiledGraph(from_onnx(m)).run({"x": x})[0]
+    signal = x[..., 0].astype(np.float64) + 1j * x[..., 1]
+    want = np.fft.ifft(signal, axis=1) if inverse else np.fft.fft(signal, axis=1)
+    np.testing.assert_allclose(got, np.stack([want.real, want.imag], axis=-1), rtol=1e-5, atol=1e-5)

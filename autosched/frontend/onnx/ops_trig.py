@@ -113,3 +113,70 @@ _HAMMING_ALPHA = 25.0 / 46.0
 converter("HannWindow", 17)(lambda node: window(node, ((0.5, 0), (-0.5, 1))))
 converter("HammingWindow", 17)(lambda node: window(node, ((_HAMMING_ALPHA, 0), (_HAMMING_ALPHA - 1.0, 1))))
 converter("BlackmanWindow", 17)(lambda node: window(node, ((0.42, 0), (-0.5, 1), (0.08, 2))))
+
+
+def turns(m: Any, span: int, dtype: str) -> tuple[Any, Any]:
+    """(cos, sin) of ``2 pi m / span`` for an integer ``m``, the quadrant found in integers.
+
+    ``4m = q span + rem`` with ``|rem| <= span / 2``: the angle is ``q`` quarter turns plus
+    ``rem pi / (2 span)`` in [-pi/4, pi/4], so sin(pi) and cos(pi/2) come out exactly 0.
+    """
+    q = (8 * m + span) // (2 * span)
+    r = te.cast(dtype, 4 * m - q * span) * (math.pi / (2 * span))
+    quadrant = q % 4
+    s, c = _sin_small(r), _cos_small(r)
+    sin_v = te.if_then_else(
+        quadrant == 0, s, te.if_then_else(quadrant == 1, c, te.if_then_else(quadrant == 2, -s, -c))
+    )
+    cos_v = te.if_then_else(
+        quadrant == 0, c, te.if_then_else(quadrant == 1, -s, te.if_then_else(quadrant == 2, -c, s))
+    )
+    return cos_v, sin_v
+
+
+def dft(node: Node, axis: int, length: int | None) -> Out:
+    """``X[k] = sum_n x[n] e^(-+2 pi i k n / L)`` along ``axis``; the last dim holds (real[, imag])."""
+    shape = node.shape(0)
+    x = node.tensor(0)
+    inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
+    if inverse and onesided:
+        raise node.error("inverse with onesided=1 (a real inverse transform) is not supported")
+    n_in = shape[axis]
+    span = length or n_in
+    n_out = span // 2 + 1 if onesided else span
+    taps = min(span, n_in)  # dft_length pads the signal with zeros or cuts it
+    r = te.reduce_axis((0, taps), name="n")
+    complex_in = shape[-1] == 2
+    sign = 1.0 if inverse else -1.0
+    zero = te.const(0.0, x.dtype)
+
+    def part(*i: Any) -> Any:
+        k, comp = i[axis], i[-1]
+        c, s = turns(k * r, span, x.dtype)
+        s = sign * s
+        at = (*i[:axis], r, *i[axis + 1 : -1])
+        re_ = x[(*at, 0)]
+        im = x[(*at, 1)] if complex_in else zero
+        # (re + i im)(c + i s) = (re c - im s) + i (re s + im c)
+        value = te.if_then_else(comp == 0, re_ * c - im * s, re_ * s + im * c)
+        return te.sum(value, axis=r)
+
+    out_shape = (*shape[:axis], n_out, *shape[axis + 1 : -1], 2)
+    total = compute(node, out_shape, part, name="dft")
+    if not inverse:
+        return total
+    t = total.tensor
+    return compute(node, out_shape, lambda *i: t[i] / float(span), name="idft")
+
+
+@converter("DFT", since=17)
+def dft_v17(node: Node) -> Out:
+    length = int(node.const(1, "dft_length").reshape(-1)[0]) if node.has(1) else None
+    return dft(node, node.axis(node.attr("axis", 1), len(node.shape(0))), length)
+
+
+@converter("DFT", since=20)
+def dft_v20(node: Node) -> Out:
+    length = int(node.const(1, "dft_length").reshape(-1)[0]) if node.has(1) else None
+    axis = int(node.const(2, "axis").reshape(-1)[0]) if node.has(2) else -2
+    return dft(node, node.axis(axis, len(node.shape(0))), length)
