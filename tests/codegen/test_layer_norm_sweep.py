@@ -1,5 +1,6 @@
 """Layer norm in float32 on data of large mean (1000 + N(0, 1)), where E[x^2] - E[x]^2 would lose
-every digit: every sketch sample matches a float64 computation to ~1e-6 (sums of x - x[first], two-pass variance)."""
+every digit: every sketch sample matches a float64 computation to ~1e-6 (sums of x minus its
+block's first element, two-pass variance)."""
 
 from __future__ import annotations
 
