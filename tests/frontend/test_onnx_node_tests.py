@@ -17,7 +17,7 @@ from autosched.frontend.onnx.node_tests import load_cases, run_case
 
 CLAIMED = """
 Abs Acos Acosh Add AffineGrid And ArgMax ArgMin Asin Asinh Atan Atanh Attention AveragePool
-BatchNormalization BlackmanWindow Cast CastLike Ceil Celu CenterCropPad Clip Concat Constant
+BatchNormalization BlackmanWindow Cast CastLike Ceil Celu CenterCropPad Clip Col2Im Concat Constant
 ConstantOfShape Conv ConvTranspose Cos Cosh CumProd CumSum DFT DepthToSpace Div Dropout Einsum Elu Equal
 Erf Exp Expand EyeLike Flatten Floor Gather GatherElements GatherND Gelu Gemm GlobalAveragePool
 GlobalMaxPool Greater GreaterOrEqual GridSample GroupNormalization HammingWindow HannWindow HardSigmoid
@@ -25,10 +25,10 @@ HardSwish Hardmax Identity InstanceNormalization IsInf IsNaN LRN LayerNormalizat
 LessOrEqual Log LogSoftmax LpNormalization LpPool MatMul Max MaxPool Mean MeanVarianceNormalization Min
 Mish Mod Mul Neg NegativeLogLikelihoodLoss Not OneHot Or PRelu Pad Pow RMSNormalization Range Reciprocal
 ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum
-ReduceSumSquare Relu Reshape Resize ReverseSequence Round ScatterElements ScatterND Selu Shape Shrink
-Sigmoid Sign Sin Sinh Size Slice Softmax SoftmaxCrossEntropyLoss Softplus Softsign SpaceToDepth Split
-Sqrt Squeeze Sub Sum Swish Tan Tanh ThresholdedRelu Tile TopK Transpose Trilu Unsqueeze Upsample Where
-Xor
+ReduceSumSquare Relu Reshape Resize ReverseSequence Round Scatter ScatterElements ScatterND Selu Shape
+Shrink Sigmoid Sign Sin Sinh Size Slice Softmax SoftmaxCrossEntropyLoss Softplus Softsign SpaceToDepth
+Split Sqrt Squeeze Sub Sum Swish Tan Tanh ThresholdedRelu Tile TopK Transpose Trilu Unsqueeze Upsample
+Where Xor
 """.split()
 
 DTYPE = "which autosched does not support"

@@ -165,6 +165,7 @@ def unflatten(flat: Any, extents: list[int]) -> list[Any]:
     return out
 
 
+@converter("Scatter", since=9)  # ScatterElements under its old name (deprecated in opset 11)
 @converter("ScatterElements", since=11)
 @converter("ScatterElements", since=13)
 @converter("ScatterElements", since=16)

@@ -1,11 +1,12 @@
-"""Neural-network ONNX ops: Conv, ConvTranspose, Gemm, MatMul, pools and normalizations.
+"""Neural-network ONNX ops: Conv, ConvTranspose, Gemm, MatMul, Einsum, pools, Col2Im, ReverseSequence.
 
-Conv, ConvTranspose (2-d), BatchNormalization and LayerNormalization reuse topi; pools are written in
-te here because ONNX's (N-d, dilations, ceil_mode, count_include_pad) are more general than topi's.
+Conv and ConvTranspose (2-d, and 1-d through it) reuse topi; pools are written in te here because
+ONNX's (N-d, dilations, ceil_mode, count_include_pad, indices) are more general than topi's.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -348,3 +349,38 @@ def reverse_sequence(node: Node) -> Any:
         return x[src]
 
     return te.compute(x.shape, body, name="reverse_sequence")
+
+
+@converter("Col2Im", since=18)
+def col2im(node: Node) -> Any:
+    """Sum the columns (N, C * prod(block), L) back into the image: each output pixel adds every
+    kernel tap whose sliding block covers it (the adjoint of im2col)."""
+    x = node.tensor(0)
+    image = [int(v) for v in node.const(1, "image_shape").reshape(-1)]
+    block = [int(v) for v in node.const(2, "block_shape").reshape(-1)]
+    n = len(image)
+    strides = node.attr("strides") or [1] * n
+    dils = node.attr("dilations") or [1] * n
+    pads = node.attr("pads") or [0] * (2 * n)
+    counts = [
+        (img + pads[d] + pads[d + n] - dils[d] * (k - 1) - 1) // strides[d] + 1
+        for d, (img, k) in enumerate(zip(image, block, strict=True))
+    ]
+    taps = math.prod(block)
+    rk = [te.reduce_axis((0, k), name=f"k{d}") for d, k in enumerate(block)]
+
+    def body(b: Any, c: Any, *y: Any) -> Any:
+        offset: Any = rk[0]
+        for d in range(1, n):
+            offset = offset * block[d] + rk[d]
+        where: list[Any] = []
+        col: Any = 0
+        # The block that puts kernel offset k at pixel y starts at (y + pad - k * dilation) / stride.
+        for d in range(n):
+            off = y[d] + pads[d] - rk[d] * dils[d]
+            where.extend([off >= 0, off % strides[d] == 0, off < counts[d] * strides[d]])
+            o = te.max(te.min(off // strides[d], counts[d] - 1), 0)
+            col = o if d == 0 else col * counts[d] + o
+        return te.sum(x[b, c * taps + offset, col], axis=rk, where=te.all(*where))
+
+    return te.compute((x.shape[0], x.shape[1] // taps, *image), body, name="col2im")
