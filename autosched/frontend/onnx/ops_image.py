@@ -16,7 +16,7 @@ import numpy as np
 from ... import te
 from .context import Node, Out
 from .ops_elementwise import round_half_even
-from .ops_tensor import compute, read
+from .ops_tensor import clamp, compute, read
 from .registry import converter
 
 
@@ -64,10 +64,6 @@ def cubic_weight(a: float, s: Any) -> Any:
     near = ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0
     far = ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a
     return te.if_then_else(s <= 1.0, near, te.if_then_else(s < 2.0, far, te.const(0.0, "float32")))
-
-
-def clamp(i: Any, size: int) -> Any:
-    return te.max(te.min(i, size - 1), 0)
 
 
 def taps(node: Node, method: str, c: Any, size: int) -> list[tuple[Any, Any]]:
@@ -257,7 +253,7 @@ def grid_sample(node: Node) -> Out:
                 if padding == "reflection":
                     src = te.cast("int32", reflect(te.cast(grid.dtype, src), lo[d], hi[d]))
                 inside.extend([src >= 0, src < size])
-                idx.append(te.max(te.min(src, size - 1), 0))
+                idx.append(clamp(src, size))
                 weight = w if weight is None else (weight * w if w is not None else weight)
             pixel = x[tuple(idx)]
             if padding == "zeros":

@@ -16,7 +16,7 @@ from ... import te
 from ...te.expr import is_int
 from ...topi.transform import lowest
 from .context import Node, Out
-from .ops_tensor import compute, read
+from .ops_tensor import clamp, compute, read
 from .registry import converter
 
 
@@ -24,7 +24,7 @@ def normalized_index(index: Any, size: int) -> Any:
     """A possibly negative ONNX index into a dim of ``size``, as an in-range int32 position."""
     pos = te.cast("int32", index)
     pos = te.if_then_else(pos < 0, pos + size, pos)
-    return te.max(te.min(pos, size - 1), 0)
+    return clamp(pos, size)
 
 
 @converter("Gather", since=1)

@@ -11,6 +11,7 @@ from typing import Any
 from ... import te, topi
 from .context import Node, Out
 from .ops_norm import softmax_over
+from .ops_tensor import clamp
 from .registry import converter
 
 
@@ -23,7 +24,7 @@ def nll(node: Node, logp: Any, target: Any, weight: Any) -> Out:
 
     def pick(i: tuple[Any, ...]) -> tuple[Any, Any, Any]:
         t = target[i]
-        cls = te.max(te.min(te.cast("int32", t), classes - 1), 0)
+        cls = clamp(te.cast("int32", t), classes)
         valid = None if ignore is None else t != ignore
         return cls, valid, (weight[cls] if weight is not None else one)
 

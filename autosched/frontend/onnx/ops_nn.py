@@ -15,7 +15,7 @@ from ... import te, topi
 from ...topi.elementwise import broadcast_read
 from ...topi.transform import lowest
 from .context import Node, Out
-from .ops_tensor import compute
+from .ops_tensor import clamp, compute
 from .registry import converter
 
 CONVS = {1: topi.conv1d, 2: topi.conv2d, 3: topi.conv3d}
@@ -344,7 +344,7 @@ def reverse_sequence(node: Node) -> Any:
 
     def body(*i: Any) -> Any:
         n = te.cast("int32", lens[i[batch]])
-        back = te.max(te.min(n - 1 - i[time], steps - 1), 0)
+        back = clamp(n - 1 - i[time], steps)
         src = tuple(te.if_then_else(i[time] < n, back, i[time]) if d == time else v for d, v in enumerate(i))
         return x[src]
 
@@ -379,7 +379,7 @@ def col2im(node: Node) -> Any:
         for d in range(n):
             off = y[d] + pads[d] - rk[d] * dils[d]
             where.extend([off >= 0, off % strides[d] == 0, off < counts[d] * strides[d]])
-            o = te.max(te.min(off // strides[d], counts[d] - 1), 0)
+            o = clamp(off // strides[d], counts[d])
             col = o if d == 0 else col * counts[d] + o
         return te.sum(x[b, c * taps + offset, col], axis=rk, where=te.all(*where))
 

@@ -14,6 +14,7 @@ from ...te.expr import is_float
 from ...topi.elementwise import broadcast_read
 from .context import Node
 from .ops_reduce import first_best_index
+from .ops_tensor import clamp, each
 from .registry import converter
 
 
@@ -115,11 +116,6 @@ def instance_norm(node: Node) -> Any:
     return te.compute(x.shape, body, name="instance_norm")
 
 
-def _map(x: Any, fn: Any, name: str) -> Any:
-    """An elementwise stage over ``x``'s shape; ``fn`` takes the index tuple."""
-    return te.compute(x.shape, lambda *i: fn(i), name=name)
-
-
 @converter("GroupNormalization", since=18)
 @converter("GroupNormalization", since=21)
 def group_norm(node: Node) -> Any:
@@ -132,7 +128,7 @@ def group_norm(node: Node) -> Any:
     # Statistics per (sample, group) over the group's channels and every spatial position.
     grouped = topi.reshape(x, (n, groups, per * math.prod(x.shape[2:])), name="gn_grouped")
     mean = topi.mean(grouped, axis=2, keepdims=True, name="gn_mean")
-    sq = _map(grouped, lambda i: te.pow(grouped[i] - mean[i[0], i[1], 0], 2.0), "gn_sq")
+    sq = each(grouped, lambda i: te.pow(grouped[i] - mean[i[0], i[1], 0], 2.0), "gn_sq")
     var = topi.mean(sq, axis=2, keepdims=True, name="gn_var")
     scale, bias = node.tensor(1), node.tensor(2)
     eps = node.attr("epsilon", 1e-5)
@@ -152,11 +148,11 @@ def rms_norm(node: Node) -> Any:
     x = node.tensor(0)
     axis = node.axis(node.attr("axis", -1), x.ndim)
     axes = tuple(range(axis, x.ndim))
-    sq = _map(x, lambda i: x[i] * x[i], "rms_sq")
+    sq = each(x, lambda i: x[i] * x[i], "rms_sq")
     ms = topi.mean(sq, axis=axes, keepdims=True, name="rms_mean")
     scale = node.tensor(1)
     eps = node.attr("epsilon", 1e-5)
-    return _map(
+    return each(
         x,
         lambda i: x[i] * te.rsqrt(broadcast_read(ms, i) + eps) * broadcast_read(scale, i),
         "rms_norm",
@@ -171,11 +167,11 @@ def lp_norm(node: Node) -> Any:
     p = node.attr("p", 2)
     if p not in (1, 2):
         raise node.error(f"p={p}; LpNormalization takes p=1 or p=2")
-    terms = _map(x, lambda i: te.abs(x[i]) if p == 1 else x[i] * x[i], "lp_terms")
+    terms = each(x, lambda i: te.abs(x[i]) if p == 1 else x[i] * x[i], "lp_terms")
     total = topi.sum(terms, axis=axis, keepdims=True, name="lp_sum")
-    norm = total if p == 1 else _map(total, lambda i: te.sqrt(total[i]), "lp_norm")
+    norm = total if p == 1 else each(total, lambda i: te.sqrt(total[i]), "lp_norm")
     zero = te.const(0, x.dtype)
-    return _map(
+    return each(
         x, lambda i: te.if_then_else(broadcast_read(norm, i) == 0, zero, x[i] / broadcast_read(norm, i)), "lp"
     )
 
@@ -186,7 +182,7 @@ def mean_variance_norm(node: Node) -> Any:
     x = node.tensor(0)
     axes = tuple(node.axis(a, x.ndim, "axes") for a in node.attr("axes", [0, 2, 3]))
     mean = topi.mean(x, axis=axes, keepdims=True, name="mvn_mean")
-    sq = _map(x, lambda i: x[i] * x[i], "mvn_sq")
+    sq = each(x, lambda i: x[i] * x[i], "mvn_sq")
     sq_mean = topi.mean(sq, axis=axes, keepdims=True, name="mvn_sq_mean")
 
     def body(i: Any) -> Any:
@@ -194,7 +190,7 @@ def mean_variance_norm(node: Node) -> Any:
         std = te.sqrt(te.max(broadcast_read(sq_mean, i) - m * m, 0.0))  # E[x^2] - E[x]^2, as ONNX
         return (x[i] - m) / (std + 1e-9)
 
-    return _map(x, body, "mvn")
+    return each(x, body, "mvn")
 
 
 @converter("LRN", since=1)
@@ -209,11 +205,11 @@ def lrn(node: Node) -> Any:
     def square_sum(*i: Any) -> Any:
         ch = i[1] + r - lo
         inside = te.all(ch >= 0, ch < c)
-        v = x[(i[0], te.max(te.min(ch, c - 1), 0), *i[2:])]
+        v = x[(i[0], clamp(ch, c), *i[2:])]
         return te.sum(te.if_then_else(inside, v * v, te.const(0, x.dtype)), axis=r)
 
     sums = te.compute(x.shape, square_sum, name="lrn_square_sum")
-    return _map(x, lambda i: x[i] / te.pow(bias + (alpha / size) * sums[i], beta), "lrn")
+    return each(x, lambda i: x[i] / te.pow(bias + (alpha / size) * sums[i], beta), "lrn")
 
 
 def hardmax(node: Node) -> Any:

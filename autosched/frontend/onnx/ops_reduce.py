@@ -16,7 +16,7 @@ from ...topi.elementwise import broadcast_read
 from ...topi.index import axis_names, named
 from ...topi.reduction import _reduce
 from .context import Node, Out
-from .ops_tensor import compute, int_list
+from .ops_tensor import clamp, compute, each, int_list
 from .registry import converter
 
 prod_reducer = te.comm_reducer(lambda a, b: a * b, lambda dtype: 1, name="prod")
@@ -34,10 +34,6 @@ def reduce_axes(node: Node, input_since: int) -> list[int] | None:
     if raw is None:
         return None if node.attr("noop_with_empty_axes", 0) else list(range(ndim))
     return sorted({node.axis(a, ndim, "axes") for a in raw})
-
-
-def elementwise(x: Any, fn: Callable[..., Any], name: str) -> Any:
-    return te.compute(x.shape, named(lambda *i: fn(*i), axis_names(x.ndim)), name=name)
 
 
 # kind -> (what each element becomes before the sum, what the sum becomes after); None: as is.
@@ -70,17 +66,17 @@ def reduction(node: Node, input_since: int, kind: str) -> Any:
         out = _reduce("prod", x, axes, keep, prod_reducer, name)[0]  # topi's reduction, another reducer
     elif kind in _SUMS:
         before, after = _SUMS[kind]
-        src = x if before is None else elementwise(x, lambda *i: before(x[i]), f"{name}_terms")
+        src = x if before is None else each(x, lambda i: before(x[i]), f"{name}_terms")
         out = topi.sum(src, axis=axes, keepdims=keep, name=name)
         if after is not None:
             total = out
-            out = elementwise(total, lambda *i: after(total[i]), f"{name}_post")
+            out = each(total, lambda i: after(total[i]), f"{name}_post")
     else:  # log_sum_exp: max + log(sum(exp(x - max))), steady for large x
         peak = topi.max(x, axis=axes, keepdims=True, name=f"{name}_max")
-        exps = elementwise(x, lambda *i: te.exp(x[i] - broadcast_read(peak, i)), f"{name}_exp")
+        exps = each(x, lambda i: te.exp(x[i] - broadcast_read(peak, i)), f"{name}_exp")
         total = topi.sum(exps, axis=axes, keepdims=keep, name=f"{name}_sum")
         peak_out = peak if keep else topi.reshape(peak, total.shape)
-        out = elementwise(total, lambda *i: peak_out[i] + te.log(total[i]), name)
+        out = each(total, lambda i: peak_out[i] + te.log(total[i]), name)
     return Out(out, out_shape, node.dtype(0))
 
 
@@ -196,7 +192,7 @@ def top_k(node: Node) -> list[Out]:
     it = index.tensor
 
     def value_body(*i: Any) -> Any:
-        pos = te.max(te.min(te.cast("int32", it[i]), n - 1), 0)  # provably in range for lowering
+        pos = clamp(te.cast("int32", it[i]), n)  # provably in range for lowering
         return x[at(i, pos)]
 
     values = compute(node, out_shape, value_body, name="topk_values")

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ... import te, topi
+from ...te import Tensor
 from ...topi.elementwise import broadcast_read
 from ...topi.index import axis_names, named
 from .context import Node, Out, Value, onnx_dtype, te_shape
@@ -27,6 +28,16 @@ def compute(node: Node, shape: tuple[int, ...], body: Any, dtype: str | None = N
     fn = (lambda *i: body(*i)) if shape else (lambda _: body())
     t = te.compute(tshape, named(fn, axis_names(len(tshape))), name=name or node.op_type.lower())
     return Out(t, shape, dtype or node.dtype(0))
+
+
+def clamp(index: Any, size: int) -> Any:
+    """``index`` clamped into [0, size): te reads must stay in bounds, provably, for lowering."""
+    return te.max(te.min(index, size - 1), 0)
+
+
+def each(x: Tensor, fn: Any, name: str) -> Tensor:
+    """An elementwise stage over ``x``'s shape; ``fn`` takes the index tuple."""
+    return te.compute(x.shape, named(lambda *i: fn(i), axis_names(x.ndim)), name=name)
 
 
 def read(node: Node, i: int, idx: Any) -> Any:
@@ -329,13 +340,13 @@ def pad(node: Node) -> Out:
         """The read position along one dim and the condition that it lies inside the input."""
         j = i - b if b else i
         if mode == "edge":
-            return te.max(te.min(j, d - 1), 0), None
+            return clamp(j, d), None
         if mode == "reflect":
             j = te.abs(j) if b > 0 else j
             j = te.if_then_else(j >= d, 2 * (d - 1) - j, j) if d > 1 else te.const(0, "int32")
-            return te.max(te.min(j, d - 1), 0), None  # the clamp lets bound checking see it in range
+            return clamp(j, d), None  # the clamp lets bound checking see it in range
         if mode == "wrap":
-            return te.max(te.min(j % d, d - 1), 0), None
+            return clamp(j % d, d), None
         return j, te.all(j >= 0, j < d)
 
     def body(*i: Any) -> Any:
@@ -389,9 +400,7 @@ def center_crop_pad(node: Node) -> Out:
         inside = [c for p, d, pad in zip(src, shape, padded, strict=True) if pad for c in (p >= 0, p < d)]
         if not inside:
             return read(node, 0, src)
-        clamped = [
-            te.max(te.min(p, d - 1), 0) if pad else p for p, d, pad in zip(src, shape, padded, strict=True)
-        ]
+        clamped = [clamp(p, d) if pad else p for p, d, pad in zip(src, shape, padded, strict=True)]
         return te.if_then_else(te.all(*inside), read(node, 0, clamped), zero)
 
     return compute(node, tuple(out), body)
