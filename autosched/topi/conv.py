@@ -194,6 +194,8 @@ def conv2d_transpose(
             )
         outs.append(out)
     oh, ow = outs
+    if dils == (1, 1) and strides != (1, 1):
+        return _transpose_by_phase(data, weight, strides, before, groups, (N, K, oh, ow), name)
     # Leading offset of the dilated input inside the padded grid, and the grid's extent per dim.
     lead = [d * (k - 1) - b for k, b, d in zip((R, S), before, dils, strict=True)]
     grid = [o + d * (k - 1) for o, k, d in zip(outs, (R, S), dils, strict=True)]
@@ -230,3 +232,43 @@ def conv2d_transpose(
         return te.sum(src * weight[chan, f, R - 1 - ry, S - 1 - rx], axis=[rc, ry, rx])
 
     return te.compute((N, K, oh, ow), body, name=name)
+
+
+def _transpose_by_phase(
+    data: Tensor, weight: Tensor, strides: tuple[int, ...], before: tuple[int, ...], groups: int,
+    shape: tuple[int, ...], name: str,
+) -> Tensor:  # fmt: skip
+    """A strided transposed conv that skips the zeros the dilated input would hold.
+
+    Output row ``y`` gets ``data[i] * w[q]`` where ``i * stride + q = y + pad``: only the taps
+    ``q = (y + pad) % stride + stride * t`` meet a real input row, ``i = (y + pad) // stride - t``.
+    So each output reads ``ceil(R / stride)`` taps per dim instead of R (a 4x4 kernel of stride 2:
+    4 of 16), where the zero-inserted form multiplies by the zeros too.
+    """
+    _, _, H, W = data.shape
+    _, Kg, R, S = weight.shape
+    Cg = data.shape[1] // groups
+    (sh, sw), (bh, bw) = strides, before
+    rc = te.reduce_axis((0, Cg), name="rc")
+    ty = te.reduce_axis((0, -(-R // sh)), name="ty")
+    tx = te.reduce_axis((0, -(-S // sw)), name="tx")
+
+    def phase(o: Any, t: Any, pad: int, s: int, k: int, size: int) -> tuple[Any, Any, list[Any]]:
+        """(input index, kernel tap, conditions for both to exist) along one dim."""
+        shifted = offset(o, pad)
+        tap = shifted % s + scaled(t, s)
+        src = shifted // s - t
+        conds = [src >= 0, src < size]
+        if k % s:
+            conds.append(tap < k)  # the last group of taps is short
+        return src, tap, conds
+
+    def body(nn: Any, ff: Any, yy: Any, xx: Any) -> Any:
+        chan = rc if groups == 1 else (ff // Kg) * Cg + rc
+        f = ff if groups == 1 else ff % Kg
+        iy, qy, cy = phase(yy, ty, bh, sh, R, H)
+        ix, qx, cx = phase(xx, tx, bw, sw, S, W)
+        term = data[nn, chan, iy, ix] * weight[chan, f, qy, qx]
+        return te.sum(te.if_then_else(te.all(*cy, *cx), term, te.const(0, data.dtype)), axis=[rc, ty, tx])
+
+    return te.compute(shape, body, name=name)
