@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import numpy as np
 from .errors import AutoschedError
 from .hai.chip_facts import measured_info
 from .hai.registry import get_adapter
+from .hai.timing import TimingPolicy, time_calls
 from .measure.result import FAILED_COST, MeasureResult
 from .measure.task import MeasureTask
 from .records.log import append_records, ensure_appendable, load_records, trace_key
@@ -71,6 +71,7 @@ class TuneOptions:
     num_threads: int | None = None
     timeout_s: float = 10.0
     repeat: int = 5
+    flush_cache: bool = False  # evict the caches before each timed repeat (recorded in each record)
     baseline: bool = True
     early_stopping: bool = False  # stop a task when its strategy says it has converged
     # --- logs across chips (issue 6) ---
@@ -113,12 +114,7 @@ def time_baseline(inst: WorkloadInstance, task: MeasureTask, repeat: int = 5) ->
     fn = getattr(_workload_of(inst), "baseline", None)
     if fn is None:
         return None, ""
-    fn(*task.inputs)  # warm-up (and BLAS thread start)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn(*task.inputs)
-        times.append(time.perf_counter() - start)
+    times = time_calls(lambda: fn(*task.inputs), TimingPolicy(repeat, warmup=1, min_repeat_s=0.0))
     return statistics.median(times), "numpy"
 
 
@@ -167,7 +163,9 @@ class Tuner:
 
         o = self.options
         builder = LocalBuilder(n_workers=max(1, os.cpu_count() or 1))
-        runner = LocalRunner(timeout_s=o.timeout_s, repeat=o.repeat, num_threads=o.num_threads)
+        runner = LocalRunner(
+            timeout_s=o.timeout_s, repeat=o.repeat, num_threads=o.num_threads, flush_cache=o.flush_cache
+        )
         return LocalMeasurer(builder, runner)
 
     def _task(self, inst: WorkloadInstance, cores: int, lanes: int) -> TaskState:
@@ -337,7 +335,8 @@ class Tuner:
             task.measured.add(trace_key(cand.trace))
             # with decisions (issue 6): other chips' searches can seed populations from this log
             rec = make_record(task.inst, self.target, self.chip, cand.trace, res.costs, res.error,
-                              res.error_msg, decisions=cand.decisions, check=res.check)  # fmt: skip
+                              res.error_msg, decisions=cand.decisions, check=res.check,
+                              timing=res.timing)  # fmt: skip
             records.append(rec)
             if res.ok:
                 cost = float(np.median(res.costs))

@@ -8,7 +8,6 @@ that says so.
 
 from __future__ import annotations
 
-import time as _time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +19,7 @@ from ..lower.ir import PrimFunc
 from ..target import Target, parse_target
 from .base import ChipInfo
 from .spec import AdapterSpec
+from .timing import TimingPolicy, time_calls
 
 
 def _cupy() -> Any:
@@ -166,29 +166,14 @@ class CUDAAdapter:
                 self.copy_out(b, a)
 
     def time(self, kernel: CUDAKernel, args: list[Any], repeat: int = 5, warmup: int = 1) -> list[float]:
-        """Seconds per run (all kernels), from CUDA events; a fast program runs several times per repeat."""
+        """Seconds per run (all kernels), wall clock to the device sync; fast ones run several per repeat."""
         cp = self._need_gpu("time")
         bufs = [self.copy_in(a) if isinstance(a, np.ndarray) else a for a in args]
-        try:
-            for _ in range(warmup):
-                self._run(kernel, bufs)
-            cp.cuda.Device().synchronize()
-            t0 = _time.perf_counter()
-            self._run(kernel, bufs)
-            cp.cuda.Device().synchronize()
-            inner = max(1, min(1000, int(1e-3 / max(_time.perf_counter() - t0, 1e-7))))
-            out = []
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            for _ in range(repeat):
-                start.record()
-                for _ in range(inner):
-                    self._run(kernel, bufs)
-                end.record()
-                end.synchronize()
-                out.append(cp.cuda.get_elapsed_time(start, end) * 1e-3 / inner)
+        try:  # launches queue up; the clock stops after the device synchronises at each repeat's end
+            sync = cp.cuda.Device().synchronize
+            return time_calls(lambda: self._run(kernel, bufs), TimingPolicy(repeat, warmup), sync=sync)
         except cp.cuda.driver.CUDADriverError as e:
             raise RunError(f"cuda: {kernel.name}: launch failed: {e}") from e
-        return out
 
 
 def nvrtc_compile(source: str, arch: str, name: str = "kernel") -> str:

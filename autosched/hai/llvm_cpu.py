@@ -13,7 +13,6 @@ import functools
 import os
 import sys
 import tempfile
-import time as _time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +24,7 @@ from ..lower.ir import PrimFunc
 from ..target import Target, parse_target
 from .base import ChipInfo
 from .spec import AdapterSpec
+from .timing import TimingPolicy, time_calls
 
 # ISA features implied by common -mcpu names, for chip facts (LLVM itself knows the full lists).
 _X86_V2 = ("sse", "sse2", "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "cx16")
@@ -39,7 +39,6 @@ _CPU_FEATURES = {
     "icelake-server": _X86_V4, "sapphirerapids": _X86_V4, "emeraldrapids": _X86_V4,
     "znver4": _X86_V4, "znver5": _X86_V4,
 }  # fmt: skip
-_MIN_REPEAT_S = 1e-3
 
 _llvm_ready = False
 
@@ -331,19 +330,7 @@ class LLVMCPUAdapter:
         self.launch(kernel, args)  # checks args, applies num-threads
         ptrs = [a.ctypes.data for a in args]
         cfunc = kernel.cfunc
-        for _ in range(warmup):
-            cfunc(*ptrs)
-        t0 = _time.perf_counter()
-        cfunc(*ptrs)
-        once = _time.perf_counter() - t0
-        inner = max(1, min(100_000, int(_MIN_REPEAT_S / max(once, 1e-9))))
-        out = []
-        for _ in range(repeat):
-            t0 = _time.perf_counter()
-            for _ in range(inner):
-                cfunc(*ptrs)
-            out.append((_time.perf_counter() - t0) / inner)
-        return out
+        return time_calls(lambda: cfunc(*ptrs), TimingPolicy(repeat, warmup))
 
     def set_num_threads(self, n: int) -> None:
         """Threads of the next parallel regions started from this Python thread (libgomp)."""

@@ -19,6 +19,7 @@ from ..lower.ir import PrimFunc
 from ..target import Target, parse_target
 from .base import ChipInfo
 from .spec import AdapterSpec
+from .timing import TimingPolicy, time_calls
 
 
 def _cl() -> Any:
@@ -185,18 +186,16 @@ class OpenCLAdapter:
         """Seconds per run (all kernels of the program), from profiling events; no copies timed."""
         cl = _cl()
         bufs = [self.copy_in(a) if isinstance(a, np.ndarray) else a for a in args]
-        try:
-            for _ in range(warmup):
-                self._run(kernel, bufs)
+
+        def run_once() -> float:  # the device's own time of the program's kernels
+            events = self._run(kernel, bufs)
             self.queue.finish()
-            out = []
-            for _ in range(repeat):
-                events = self._run(kernel, bufs)
-                self.queue.finish()
-                out.append(sum((e.profile.end - e.profile.start) * 1e-9 for e in events))
+            return sum((e.profile.end - e.profile.start) * 1e-9 for e in events)
+
+        try:
+            return time_calls(run_once, TimingPolicy(repeat, warmup), device_timed=True)
         except cl.Error as e:
             raise RunError(f"opencl: {kernel.name}: launch failed: {e}") from e
-        return out
 
 
 def _np(dtype: str) -> str:

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..hai.timing import TimingPolicy, time_calls
+
 
 def interleaved_medians(
     fns: Sequence[Callable[[], Any]],
@@ -35,10 +37,8 @@ def interleaved_medians(
             fn()
             while time.perf_counter() < warm_until:
                 fn()
-            for _ in range(block):
-                start = time.perf_counter()
-                fn()
-                times[i].append(time.perf_counter() - start)
+            # one call a sample; warm already, so no first run of its own
+            times[i] += time_calls(fn, TimingPolicy(repeat=block, warmup=0, min_repeat_s=0.0), first_s=0.0)
     return [statistics.median(t) for t in times]
 
 

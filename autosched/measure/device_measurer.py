@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, LowerError, RunError, ScheduleError, TargetError
+from ..hai.timing import TimingPolicy
 from ..target import parse_target
 from .result import MeasureResult
 from .runner import START_TIMEOUT_S, _describe_death, start_without_sigint
@@ -69,7 +70,8 @@ class DeviceMeasurer:
         run_s = time.perf_counter() - t0 - build_s
         if reply[0] != "ok":
             return MeasureResult((), reply[1], reply[2], build_s=build_s, run_s=run_s, check=task.check)
-        return MeasureResult(tuple(reply[1]), build_s=build_s, run_s=run_s, check=task.check)
+        timing = TimingPolicy(self.repeat, self.warmup).to_json()  # as the adapters' time() takes them
+        return MeasureResult(tuple(reply[1]), build_s=build_s, run_s=run_s, check=task.check, timing=timing)
 
     # The worker -----------------------------------------------------------------------------------
     def _ensure(self, task: MeasureTask) -> tuple[str, str] | None:

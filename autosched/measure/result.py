@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 # Why a candidate failed, from first to last stage:
 ERROR_KINDS = (
@@ -56,6 +57,7 @@ class MeasureResult:
     build_s: float = 0.0
     run_s: float = 0.0
     check: str = "full"  # how the outputs were checked: "full", "numpy" or "sampled:N" (MeasureTask.check)
+    timing: dict[str, Any] | None = None  # how the costs were timed (hai.timing.TimingPolicy.to_json())
 
     def __post_init__(self) -> None:
         if self.error is not None and self.error not in ERROR_KINDS:

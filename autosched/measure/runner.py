@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ..errors import RunError
+from ..hai.timing import TimingPolicy, time_calls, time_once
 from .result import BuildResult, MeasureResult
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ class LocalRunner:
         warmup: int = 1,
         num_threads: int | None = None,
         slow_factor: float = 3.0,
+        flush_cache: bool = False,
     ):
         if repeat < 1 or timeout_s <= 0:
             raise ValueError(f"LocalRunner: need repeat >= 1 and timeout_s > 0, got {repeat}, {timeout_s}")
@@ -97,6 +99,7 @@ class LocalRunner:
         self.warmup = warmup
         self.num_threads = num_threads
         self.slow_factor = slow_factor
+        self.timing = TimingPolicy(repeat, warmup, min_repeat_ms / 1e3, flush_cache)  # recorded with costs
         self._best: dict[tuple[int, str], float] = {}  # per task: best median timed here (slow shortcut)
         self._proc: Any = None
         self._conn: Any = None
@@ -215,11 +218,14 @@ class LocalRunner:
             self.warmup,
             budget,
             self.slow_factor * best,
+            self.timing.flush_cache,
         )
         reply = self._call(message, wait)
         run_s = time.perf_counter() - t0
         if reply[0] == "ok":
-            result = MeasureResult(tuple(reply[1]), build_s=b.build_s, run_s=run_s, check=task.check)
+            timing = self.timing.to_json()
+            costs = tuple(reply[1])
+            result = MeasureResult(costs, build_s=b.build_s, run_s=run_s, check=task.check, timing=timing)
             self._best[key] = min(best, result.median)
             return result
         _, kind, msg = reply
@@ -343,6 +349,7 @@ class _WorkerState:
         warmup: int,
         budget_s: float,
         slow_s: float = math.inf,
+        flush_cache: bool = False,
     ) -> list[float]:
         from ..runtime.link import load_function
 
@@ -356,24 +363,13 @@ class _WorkerState:
         for out in self.arrays[n_in:]:
             _fill_garbage(out)  # so a kernel that skips an element cannot pass by luck
         ptrs = [a.ctypes.data for a in self.arrays]
-        t0 = time.perf_counter()
-        fn(*ptrs)
-        once = time.perf_counter() - t0
+        once = time_once(lambda: fn(*ptrs))
         self.check(n_in)
-        if once > max(slow_s, SLOW_MIN_S):
-            return [once]  # far slower than the best: its rank is clear without repeats
-        for _ in range(warmup):
-            fn(*ptrs)
-        number = max(1, min(1_000_000, math.ceil(min_repeat_s / max(once, 1e-9))))
+        policy = TimingPolicy(repeat, warmup, min_repeat_s, flush_cache)
         left = budget_s - (time.perf_counter() - start)
-        repeat = max(1, min(repeat, int(left / max(once * number, 1e-9))))
-        costs = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn(*ptrs)
-            costs.append((time.perf_counter() - t0) / number)
-        return costs
+        # far slower than the best (slow_s): the checked first run is its only sample
+        slow = max(slow_s, SLOW_MIN_S)
+        return time_calls(lambda: fn(*ptrs), policy, first_s=once, budget_s=left, slow_s=slow)
 
     def check(self, n_in: int) -> None:
         """Raise _WrongResult (a "wrong_result") naming the output and its worst element."""

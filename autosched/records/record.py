@@ -111,6 +111,7 @@ class TuningRecord:
     flops: float = 0.0  # arithmetic ops of one run, for GFLOP/s
     decisions: dict[str, Any] | None = None  # optional: the sketch decisions behind ``trace``
     check: str | None = None  # optional: how the outputs were checked ("full", "numpy", "sampled:4096")
+    timing: dict[str, Any] | None = None  # optional: how the costs were timed (hai.timing.TimingPolicy)
 
     def __post_init__(self) -> None:
         args = {str(k): _arg_value(str(k), v) for k, v in self.workload_args.items()}
@@ -174,6 +175,8 @@ class TuningRecord:
             data["decisions"] = self.decisions
         if self.check is not None:  # optional too
             data["check"] = self.check
+        if self.timing is not None:  # optional too: repeats, warm-up, cache flush
+            data["timing"] = self.timing
         return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
     @staticmethod
@@ -205,6 +208,7 @@ class TuningRecord:
         _check_timestamp(timestamp)
         decisions = _field(data, "decisions", dict) if "decisions" in data else None  # optional
         check = _field(data, "check", str) if "check" in data else None  # optional
+        timing = _field(data, "timing", dict) if "timing" in data else None  # optional
         return TuningRecord(
             workload_key=_field(workload, "key", str, "workload."),
             workload_name=_field(workload, "name", str, "workload."),
@@ -221,6 +225,7 @@ class TuningRecord:
             flops=float(flops),
             decisions=decisions,
             check=check,
+            timing=timing,
         )
 
 
@@ -303,6 +308,7 @@ def make_record(
     error_msg: str = "",
     decisions: dict[str, Any] | None = None,
     check: str | None = None,
+    timing: dict[str, Any] | None = None,
 ) -> TuningRecord:
     """A record for a candidate just measured; fills key, name, args, flops, fingerprint and time.
 
@@ -324,4 +330,5 @@ def make_record(
         flops=float(inst.flop_count()),
         decisions=decisions or None,
         check=check if error is None else None,
+        timing=timing if error is None else None,
     )

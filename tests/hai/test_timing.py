@@ -1,0 +1,91 @@
+"""The one timing loop (issue 13): what it calls and returns, and how a record keeps its policy."""
+
+import pytest
+
+from autosched import te
+from autosched.errors import RunError
+from autosched.hai import timing
+from autosched.hai.timing import TimingPolicy, time_calls
+from autosched.measure.builder import LocalBuilder
+from autosched.measure.measure import LocalMeasurer
+from autosched.measure.runner import LocalRunner
+from autosched.measure.task import MeasureTask
+from autosched.records.log import load_records
+from autosched.records.record import TuningRecord
+from autosched.search_space.default import default_schedule
+from autosched.te.workload import load_op_file
+from autosched.tune import TuneOptions, Tuner
+
+from ..integration.test_tune import MATMUL
+
+
+class Counter:
+    def __init__(self, seconds=None):
+        self.calls, self.seconds = 0, seconds
+
+    def __call__(self):
+        self.calls += 1
+        return self.seconds
+
+
+def test_a_first_run_warmups_and_repeats():
+    call = Counter()
+    costs = time_calls(call, TimingPolicy(repeat=3, warmup=2, min_repeat_s=0.0))
+    assert len(costs) == 3 and call.calls == 1 + 2 + 3 and all(c >= 0 for c in costs)
+
+
+def test_a_fast_call_runs_several_times_a_repeat_unless_the_cache_is_flushed(monkeypatch):
+    call = Counter()
+    time_calls(call, TimingPolicy(repeat=2, warmup=0, min_repeat_s=1.0), first_s=1e-3)
+    assert call.calls == 2 * 1000
+    flushes = Counter()
+    monkeypatch.setattr(timing, "flush_cache", flushes)
+    call = Counter()
+    time_calls(call, TimingPolicy(repeat=2, warmup=0, min_repeat_s=1.0, flush_cache=True), first_s=1e-3)
+    assert call.calls == 2 and flushes.calls == 2  # one cold call per repeat, a flush before each
+
+
+def test_device_timed_calls_report_their_own_seconds():
+    policy = TimingPolicy(repeat=2, warmup=0, min_repeat_s=0.0)
+    assert time_calls(Counter(0.25), policy, device_timed=True) == [0.25, 0.25]
+    assert time_calls(Counter([1.0]), policy) != [1.0, 1.0]  # what a wall-clocked call returns is ignored
+
+
+def test_a_slow_first_run_is_the_only_sample_and_the_budget_caps_repeats():
+    call = Counter()
+    assert time_calls(call, TimingPolicy(repeat=5), first_s=10.0, slow_s=1.0) == [10.0] and call.calls == 0
+    costs = time_calls(
+        Counter(), TimingPolicy(repeat=5, warmup=0, min_repeat_s=0.0), first_s=1.0, budget_s=2.5
+    )
+    assert len(costs) == 2
+
+
+def test_a_bad_policy_is_refused():
+    with pytest.raises(RunError, match=r"need repeat >= 1.*got repeat=0"):
+        TimingPolicy(repeat=0)
+
+
+def test_the_runner_records_its_timing_policy():
+    A, B = te.placeholder((16, 16), name="A"), te.placeholder((16, 16), name="B")
+    k = te.reduce_axis((0, 16), name="k")
+    C = te.compute((16, 16), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    task = MeasureTask.create("mm", [A, B, C])
+    runner = LocalRunner(repeat=2, flush_cache=True)
+    with LocalMeasurer(LocalBuilder(n_workers=1), runner) as m:
+        (res,) = m.measure(task, [default_schedule(C).trace])
+    assert res.ok and len(res.costs) == 2, str(res)
+    assert res.timing == {"repeat": 2, "warmup": 1, "min_repeat_s": 0.002, "flush_cache": True}
+
+
+def test_tuning_logs_say_how_costs_were_timed_and_old_lines_still_load(tmp_path):
+    (wl,) = load_op_file(MATMUL)
+    log = tmp_path / "mm.jsonl"
+    options = TuneOptions(trials=2, batch_size=2, baseline=False, repeat=2)
+    Tuner([wl.instantiate(M=16, N=16, K=16)], "llvm-cpu", log, options).run()
+    records = [r for r in load_records(log).records if r.ok]
+    assert records and all(r.timing == {"repeat": 2, "warmup": 1, "min_repeat_s": 0.002, "flush_cache": False}
+                           for r in records)  # fmt: skip
+    line = records[0].to_json_line()
+    assert '"timing":{' in line
+    old = line.replace(line[line.index(',"timing"') : line.index("}", line.index(',"timing"')) + 1], "")
+    assert '"timing"' not in old and TuningRecord.from_json_line(old).timing is None
