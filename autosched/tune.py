@@ -150,6 +150,11 @@ class Tuner:
         self.tasks = [self._task(inst, cores, lanes) for inst in instances]
 
     def _local_measurer(self) -> Any:
+        if not self.adapter.spec.can_run:  # its launch does nothing: every candidate would be "wrong"
+            raise OptionError(
+                f"target {self.target} compiles only ({self.adapter.spec.description}); tune on a target "
+                "that runs kernels, or check it with python -m autosched.hai.conformance"
+            )
         # --- adapters without linkable objects (GPU-style ones): compiled and timed in a device worker ---
         if not self.adapter.spec.can_export:
             from .measure.device_measurer import DeviceMeasurer

@@ -67,12 +67,12 @@ class NullAdapter:
 
     def info(self) -> ChipInfo:
         return ChipInfo(
-            name="null (compile-only: launch does nothing, time returns zeros)",
+            name="null device",
             kind="gpu",
             arch=f"null-{self.dialect.name}",
             shared_mem_bytes=SHARED_BYTES,
             max_threads_per_block=MAX_THREADS,
-            extra={"compile_only": True},
+            extra={"compile_only": True, "note": "compile-only: launch does nothing, time returns zeros"},
         )
 
     def render(self, func: PrimFunc) -> DeviceProgram:

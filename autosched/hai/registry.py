@@ -155,7 +155,7 @@ def list_devices(remeasure: bool = False) -> list[str]:
             continue
         how = info.extra.get("facts", "estimated")
         bandwidth = f", {info.bandwidth_gbs:.0f} GB/s memory" if info.bandwidth_gbs else ""
-        runs = "" if adapter.spec.can_run else ", compile-only (launch does nothing)"
+        runs = "" if adapter.spec.can_run else ", compile-only: launch does nothing, time returns zeros"
         lines.append(
             f"{kind:10s} {info.name} ({info.arch}), {info.cores} cores, {info.vector_bits}-bit vectors, "
             f"L1 {info.l1_bytes // 1024} KiB, L2 {info.l2_bytes // 1024} KiB, "

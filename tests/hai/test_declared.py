@@ -7,7 +7,7 @@ import pytest
 
 import autosched
 from autosched import te
-from autosched.errors import CompileError, TargetError
+from autosched.errors import CompileError, RunError, TargetError
 from autosched.hai import registry
 from autosched.hai.spec import AdapterSpec
 from autosched.lower.pipeline import GPU_PASSES, PASSES, lower, passes_for
@@ -106,3 +106,29 @@ def test_export_needs_an_adapter_that_emits_objects():
 
     with pytest.raises(ExportError, match="cannot emit object files; libraries need one of: llvm-cpu"):
         export_library([object()], "/nonexistent/lib", target="null")
+
+
+def test_a_compile_only_target_is_not_tuned(tmp_path):
+    from autosched.te.workload import WorkloadInstance
+    from autosched.topi.workloads import make_matmul
+    from autosched.tune import OptionError, TuneOptions, Tuner
+
+    inst = WorkloadInstance("matmul", {}, tuple(make_matmul(M=8, N=8, K=8)))
+    with pytest.raises(OptionError, match=r"target null compiles only.*autosched.hai.conformance"):
+        Tuner([inst], "null", tmp_path / "n.jsonl", TuneOptions(trials=1, baseline=False))
+
+
+def test_the_null_device_says_it_only_compiles():
+    null = registry.get_adapter("null -dialect=cuda")
+    assert "compile-only" in null.info().extra["note"] and not null.spec.can_run
+    line = next(x for x in registry.list_devices() if x.startswith("null"))
+    assert "compile-only: launch does nothing, time returns zeros" in line
+    x = te.placeholder((64,), name="x")
+    y = te.compute((64,), lambda i: x[i] * 2.0, name="y")
+    s = create_schedule(y)
+    s[y].bind(y.op.axis[0], "threadIdx.x")
+    kernel = null.compile(lower(s, [x, y], "double", target="null -dialect=cuda"))
+    assert "__global__" in kernel.source  # CUDA C, rendered and checked without a GPU
+    assert null.time(kernel, [None, None], repeat=3) == [0.0, 0.0, 0.0]
+    with pytest.raises(RunError, match="expected 2 arguments, got 1"):
+        null.launch(kernel, [None])
