@@ -1,4 +1,4 @@
-"""Resize, Upsample and GridSample: nearest, (multi)linear and cubic interpolation.
+"""Resize, Upsample, GridSample (nearest, linear and cubic interpolation), AffineGrid, CenterCropPad.
 
 Each output element maps back to a fractional source coordinate per resized axis (the
 ``coordinate_transformation_mode``), then reads its taps: one (nearest), two (linear) or four (cubic)
@@ -16,7 +16,7 @@ import numpy as np
 from ... import te
 from .context import Node, Out
 from .ops_elementwise import round_half_even
-from .ops_tensor import clamp, compute, read
+from .ops_tensor import clamp, compute, int_list, read
 from .registry import converter
 
 
@@ -290,3 +290,26 @@ def affine_grid(node: Node) -> Out:
         return value
 
     return compute(node, (size[0], *spatial, k), body, name="affine_grid")
+
+
+@converter("CenterCropPad", since=18)
+def center_crop_pad(node: Node) -> Out:
+    """Each listed axis cropped or zero-padded to its target size, centred (the odd one on the end)."""
+    shape = node.shape(0)
+    axes = [node.axis(a, len(shape), "axes") for a in node.attr("axes", list(range(len(shape))))]
+    out, shift = list(shape), [0] * len(shape)
+    for a, target in zip(axes, int_list(node, 1, "shape"), strict=True):
+        out[a] = target
+        shift[a] = (shape[a] - target) // 2 if target < shape[a] else -((target - shape[a]) // 2)
+    padded = [o > d for o, d in zip(out, shape, strict=True)]
+    zero = te.const(0, node.tensor(0).dtype)
+
+    def body(*i: Any) -> Any:
+        src = [j + s if s else j for j, s in zip(i, shift, strict=True)]
+        inside = [c for p, d, pad in zip(src, shape, padded, strict=True) if pad for c in (p >= 0, p < d)]
+        if not inside:
+            return read(node, 0, src)
+        clamped = [clamp(p, d) if pad else p for p, d, pad in zip(src, shape, padded, strict=True)]
+        return te.if_then_else(te.all(*inside), read(node, 0, clamped), zero)
+
+    return compute(node, tuple(out), body)

@@ -381,26 +381,3 @@ def eye_like(node: Node) -> Out:
         lambda i, j: te.if_then_else(j - i == k, te.const(1, held), te.const(0, held)),
         dtype,
     )
-
-
-@converter("CenterCropPad", since=18)
-def center_crop_pad(node: Node) -> Out:
-    """Each listed axis cropped or zero-padded to its target size, centred (the odd one on the end)."""
-    shape = node.shape(0)
-    axes = [node.axis(a, len(shape), "axes") for a in node.attr("axes", list(range(len(shape))))]
-    out, shift = list(shape), [0] * len(shape)
-    for a, target in zip(axes, int_list(node, 1, "shape"), strict=True):
-        out[a] = target
-        shift[a] = (shape[a] - target) // 2 if target < shape[a] else -((target - shape[a]) // 2)
-    padded = [o > d for o, d in zip(out, shape, strict=True)]
-    zero = te.const(0, node.tensor(0).dtype)
-
-    def body(*i: Any) -> Any:
-        src = [j + s if s else j for j, s in zip(i, shift, strict=True)]
-        inside = [c for p, d, pad in zip(src, shape, padded, strict=True) if pad for c in (p >= 0, p < d)]
-        if not inside:
-            return read(node, 0, src)
-        clamped = [clamp(p, d) if pad else p for p, d, pad in zip(src, shape, padded, strict=True)]
-        return te.if_then_else(te.all(*inside), read(node, 0, clamped), zero)
-
-    return compute(node, tuple(out), body)
