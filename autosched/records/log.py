@@ -131,8 +131,11 @@ def ensure_appendable(path: str | Path) -> None:
         if path.is_dir():
             raise IsADirectoryError(21, "it is a directory")
         path.parent.mkdir(parents=True, exist_ok=True)
+        existed = path.exists()
         with open(path, "ab"):
             pass
+        if not existed:  # proven writable; a run that fails before measuring leaves no empty log behind
+            path.unlink()
     except OSError as e:
         raise LogError(
             f"cannot write tuning log {path}: {_reason(e)}; pass --log with a writable file path"
