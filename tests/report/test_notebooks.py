@@ -25,7 +25,7 @@ def test_there_are_notebooks_and_they_are_stored_without_outputs():
 NEEDS = {"03_onnx_profile": "onnx"}  # notebooks that need more than the report and notebooks extras
 
 
-@pytest.mark.slow  # each tunes or builds for real (16 trials, or two runs of 12): about 10-30 s
+# Not slow-marked: CI executes the notebooks so they never rot (each tunes or builds for real: 10-30 s).
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path, tmp_path):
     if path.stem in NEEDS:
