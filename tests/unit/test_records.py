@@ -435,7 +435,10 @@ def test_unreadable_log_is_a_clear_error(tmp_path, monkeypatch):
 
 def test_ensure_appendable(tmp_path):
     ensure_appendable(tmp_path / "new" / "l.jsonl")
-    assert (tmp_path / "new" / "l.jsonl").read_bytes() == b""
+    assert (tmp_path / "new").is_dir() and not (tmp_path / "new" / "l.jsonl").exists()  # no empty log left
+    (tmp_path / "new" / "l.jsonl").write_text("kept\n")
+    ensure_appendable(tmp_path / "new" / "l.jsonl")
+    assert (tmp_path / "new" / "l.jsonl").read_text() == "kept\n"  # an existing log is left as it was
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(LogError, match=r"cannot write tuning log .*file/l\.jsonl.*pass --log"):
