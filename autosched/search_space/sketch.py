@@ -79,6 +79,22 @@ def has_reuse(op: ComputeOp) -> bool:
     return False
 
 
+def window_read(reader: Any, producer: Any) -> bool:
+    """``reader`` is a reduction with reuse that reads ``producer`` with every one of its spatial
+    axes and some reduction axis (a depthwise conv's padded input): each producer element is read
+    by several taps, and no spatial axis is free of it."""
+    if not isinstance(reader, ComputeOp) or not reader.reduce_axis or not has_reuse(reader):
+        return False
+    spatial = {id(a) for a in reader.axis if a.extent > 1}
+    window = {id(a) for a in reader.reduce_axis if a.extent > 1}
+    for n in walk(reader.body):
+        if isinstance(n, TensorRead) and n.tensor.op is producer:
+            used = {id(v) for idx in n.indices for v in walk(idx)}
+            if spatial <= used and used & window:
+                return True
+    return False
+
+
 def contiguous_reduction(op: ComputeOp) -> bool:
     """The innermost reduction axis is the last index of some read: it walks memory with stride 1."""
     if not op.reduce_axis:
@@ -155,8 +171,11 @@ class _Builder:
             if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output:
                 # Read by several stages (softmax's exp: by the sum and the division), inlining
                 # computes it once per reader; a materialized copy is placed like any other stage.
+                # Read through a window (a depthwise conv's padding): inlined, its condition is
+                # evaluated on every tap and lane; materialized, the window reads plain vectors.
                 readers = [c for c in s.stages if st in s.reads(c)]
-                if len(readers) > 1 and not self.choose(f"{st.name}/inline", (True, False)):
+                offered = len(readers) > 1 or any(window_read(c.op, st.op) for c in readers)
+                if offered and not self.choose(f"{st.name}/inline", (True, False)):
                     continue
                 st.compute_inline()
                 self.done.add(st.name)

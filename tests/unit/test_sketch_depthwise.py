@@ -1,0 +1,42 @@
+"""Depthwise and grouped convs: the sketch may materialize their padding (``pad/inline`` = False)
+so that the window reads plain vectors instead of evaluating the pad's condition on every tap."""
+
+from __future__ import annotations
+
+import random
+
+from autosched.search_space.sketch import SketchPolicy, window_read
+from autosched.topi.workloads import make_conv2d, make_depthwise_conv2d
+
+
+def _samples(out, n: int = 20, given=None) -> list[dict]:
+    policy, rng = SketchPolicy([out], lanes=16), random.Random(0)
+    return [policy.sample(rng, given)[1] for _ in range(n)]
+
+
+def test_depthwise_and_grouped_convs_offer_a_materialized_pad() -> None:
+    grouped = (make_conv2d(C=16, K=16, groups=16), make_conv2d(C=8, K=8, groups=2))
+    for args in (make_depthwise_conv2d(C=16), *grouped):
+        assert {d.get("pad/inline") for d in _samples(args[-1])} == {True, False}
+
+
+def test_a_plain_conv_keeps_its_pad_inlined_without_a_decision() -> None:
+    """Its input is reused across output channels: the pad is not read with every spatial axis."""
+    *_, out = make_conv2d(C=8, K=16)
+    assert all("pad/inline" not in d for d in _samples(out))
+
+
+def test_window_read_looks_at_structure() -> None:
+    data, weight, out = make_depthwise_conv2d(C=8)
+    (pad,) = [st.op for st in SketchPolicy([out]).sample(random.Random(0))[0].stages if st.name == "pad"]
+    assert window_read(out.op, pad)
+    assert not window_read(out.op, weight.op)  # read without the spatial axes yy, xx
+    assert not window_read(pad, data.op)  # the pad is no reduction
+
+
+def test_a_materialized_pad_is_placed_inside_the_convs_tile_or_at_the_root() -> None:
+    *_, out = make_depthwise_conv2d(C=16, H=16, W=16)
+    for d in _samples(out, given={"pad/inline": False}):
+        assert d["pad/inline"] is False
+        assert "pad/vector" in d
+    assert {d["pad/location"] > 0 for d in _samples(out, given={"pad/inline": False})} == {True, False}
