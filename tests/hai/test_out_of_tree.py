@@ -14,6 +14,7 @@ import pytest
 
 import autosched
 from autosched.hai import registry
+from autosched.measure.isolated import close_workers
 from autosched.ops import dispatch
 
 # A vendor's whole adapter: the llvm-cpu code generator under another kind, reporting a faster chip.
@@ -55,8 +56,10 @@ def mychip(tmp_path, monkeypatch):
     monkeypatch.delenv("AUTOSCHED_LOGS", raising=False)
     dispatch.clear_memory_cache()
     monkeypatch.setattr(dispatch, "_chips", {})
+    close_workers()  # a compile worker started before the install would not see the new package
     yield site
     dispatch.clear_memory_cache()
+    close_workers()
 
 
 def _cli(*args):
