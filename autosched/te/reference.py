@@ -20,6 +20,10 @@ need a 10^9-point grid. Semantics, matching generated code:
   bounds (padding). A boolean "needed" mask travels down the tree; a read checks its indices only where
   they are needed and clips them elsewhere. A needed out-of-bounds read raises IndexError. ``te.all`` and
   ``te.any`` evaluate both sides, so a read inside them must always be in bounds.
+
+Random inputs and the binding of given arrays are in :mod:`.reference_inputs`, the evaluation of a
+few points of a costly compute (``evaluate_at``, ``reference_work``) in :mod:`.reference_sampled`;
+all stay importable from here.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ import numpy as np
 
 from .expr import Binary, Call, Cast, Compare, Const, Expr, IterVar, Logical, Not, Select, Var, is_float
 from .graph import topo_order
-from .tensor import ComputeOp, Operation, PlaceholderOp, Reduce, Reducer, Tensor, TensorRead
+from .reference_inputs import _bind_inputs
+from .reference_inputs import random_inputs as random_inputs  # re-exported: callers import it from here
+from .tensor import ComputeOp, PlaceholderOp, Reduce, Reducer, Tensor, TensorRead
 
 try:  # scipy's erf is vectorised and keeps float32; math.erf per element is the fallback
     from scipy.special import erf as _scipy_erf
@@ -87,30 +93,6 @@ def evaluate(
     return [values[t.op].copy() if isinstance(t.op, PlaceholderOp) else values[t.op] for t in outputs]
 
 
-def random_inputs(tensors: Sequence[Tensor], seed: int = 0, *, int_high: int = 2) -> list[np.ndarray]:
-    """Fresh random arrays for the placeholders among ``tensors`` (computes are skipped), in order.
-
-    Floats are uniform in [-1, 1) with no exact zero; integers (e.g. gather indices) are uniform in
-    ``[0, int_high)`` and not all zero. Example: ``a, b = random_inputs([A, B, C], seed=1)``.
-    """
-    if int_high < 1:
-        raise ValueError(f"random_inputs: int_high must be >= 1, got {int_high}")
-    rng = np.random.default_rng(seed)
-    arrays = []
-    for t in tensors:
-        if not isinstance(t.op, PlaceholderOp):
-            continue
-        if is_float(t.dtype):
-            a = rng.uniform(-1.0, 1.0, size=t.shape).astype(t.dtype)
-            a[a == 0] = 0.5  # a zero input can hide a wrong kernel (e.g. one that skips a term)
-        else:
-            a = rng.integers(0, int_high, size=t.shape).astype(t.dtype)
-            if int_high > 1 and not a.any():
-                a.flat[0] = 1
-        arrays.append(a)
-    return arrays
-
-
 def reference_for(tensors: Sequence[Tensor], arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The expected values of the computed tensors of a workload list ``[inputs..., outputs...]``.
 
@@ -129,85 +111,6 @@ def reference_for(tensors: Sequence[Tensor], arrays: Sequence[np.ndarray]) -> li
         )
     outputs = [t for t in tensors if not isinstance(t.op, PlaceholderOp)]
     return evaluate(outputs, dict(zip(placeholders, given, strict=True)))
-
-
-def reference_work(outputs: Sequence[Tensor]) -> int:
-    """Points the evaluator visits for ``outputs`` (each compute's spatial x reduce extents)."""
-    return sum(_work(op) for op in topo_order(outputs) if isinstance(op, ComputeOp))
-
-
-def _work(op: ComputeOp) -> int:
-    return math.prod(op.shape) * math.prod(a.extent for a in op.reduce_axis)
-
-
-def evaluate_at(
-    outputs: Sequence[Tensor],
-    inputs: Mapping[Tensor | str, np.ndarray],
-    flat_indices: Sequence[np.ndarray],
-    *,
-    max_grid: int = MAX_GRID,
-) -> list[np.ndarray]:
-    """The values of each output at its flat (row-major) indices only, as 1-D arrays.
-
-    A large matmul is checked at a few thousand outputs without computing the rest: a costly compute
-    (more than ``max_grid`` points) is evaluated only where its readers need it; cheaper producers
-    (pads, elementwise stages) are evaluated whole, once. Example:
-    ``(c_at,) = evaluate_at([C], {A: a, B: b}, [np.array([0, 5])])`` is ``(a @ b).flat[[0, 5]]``.
-    """
-    ops = topo_order(outputs)
-    values = _bind_inputs(ops, inputs)
-    with np.errstate(all="ignore"):
-        for op in ops:
-            if isinstance(op, ComputeOp):
-                cheap = _work(op) <= max_grid
-                values[op] = _compute(op, values, max_grid) if cheap else _Lazy(op, values, max_grid)
-        got = []
-        for t, flat in zip(outputs, flat_indices, strict=True):
-            idx = np.unravel_index(np.asarray(flat, dtype=np.int64), t.shape)
-            value = values[t.op]
-            got.append(value.at(idx) if isinstance(value, _Lazy) else np.asarray(value[idx]))
-    return got
-
-
-# Inputs -----------------------------------------------------------------------------------------
-
-
-def _bind_inputs(ops: list[Operation], inputs: Mapping[Tensor | str, np.ndarray]) -> dict[Any, Any]:
-    placeholders = [op for op in ops if isinstance(op, PlaceholderOp)]
-    known = set(placeholders)
-    by_name: dict[str, list[PlaceholderOp]] = {}
-    for p in placeholders:
-        by_name.setdefault(p.name, []).append(p)
-    values: dict[Any, Any] = {}
-    for key, array in inputs.items():
-        if isinstance(key, Tensor):
-            if key.op not in known:
-                continue
-            op = key.op
-        elif isinstance(key, str):
-            found = by_name.get(key, [])
-            if len(found) != 1:
-                why = "matches no placeholder" if not found else "names several placeholders; key by tensor"
-                raise ValueError(f"input {key!r} {why} (placeholders: {', '.join(sorted(by_name))})")
-            op = found[0]
-        else:
-            raise TypeError(f"inputs must be keyed by placeholder tensor or name, got {key!r}")
-        if op in values:
-            raise ValueError(f"input {op.name!r} is given twice")
-        values[op] = _check_array(op, array)
-    missing = [p.name for p in placeholders if p not in values]
-    if missing:
-        raise ValueError(f"missing input(s): {', '.join(missing)}")
-    return values
-
-
-def _check_array(op: PlaceholderOp, array: Any) -> np.ndarray:
-    expected = f"{op.dtype} array of shape {op.shape}"
-    if not isinstance(array, np.ndarray):
-        raise ValueError(f"input {op.name!r}: expected {expected}, got {type(array).__name__}")
-    if array.shape != op.shape or array.dtype != np.dtype(op.dtype):
-        raise ValueError(f"input {op.name!r}: expected {expected}, got {array.dtype} of shape {array.shape}")
-    return array
 
 
 # Computes ---------------------------------------------------------------------------------------
@@ -310,38 +213,6 @@ def _reduce_box(ev: _Evaluator, red: Reduce, shape: tuple[int, ...], nsp: int, a
     return acc
 
 
-class _Lazy:
-    """A compute evaluated only at the points asked for: one grid dimension of points, then the
-    reduce axes, in chunks of at most ``max_grid`` points."""
-
-    def __init__(self, op: ComputeOp, values: dict[Any, Any], max_grid: int):
-        self.op, self.values, self.max_grid = op, values, max_grid
-        self.shape = op.shape
-
-    def at(self, idx: Sequence[Any]) -> np.ndarray:
-        op = self.op
-        arrays = np.broadcast_arrays(*idx)
-        flat = [np.asarray(a).reshape(-1) for a in arrays]
-        red = op.body if isinstance(op.body, Reduce) else None
-        raxes = red.axes if red is not None else ()
-        rshape = tuple(a.extent for a in raxes)
-        out = np.empty(flat[0].size, op.dtype)
-        chunk = max(1, self.max_grid // max(1, math.prod(rshape)))
-        for start in range(0, out.size, chunk):
-            part = [f[start : start + chunk] for f in flat]
-            n = part[0].size
-            point = IterVar("point", "int32", n, "spatial")  # grid dimension 0: the points
-            box = {point: (0, n), **{a: (0, a.extent) for a in raxes}}
-            env = {ax: p.reshape((n,) + (1,) * len(raxes)) for ax, p in zip(op.axis, part, strict=True)}
-            ev = _Evaluator(f"compute {op.name!r}", self.values, box, env)
-            if red is None:
-                out[start : start + n] = np.broadcast_to(ev.eval(op.body, None), (n,))
-            else:
-                acc_dtype = _accumulate_dtype(red.reducer, op.dtype)
-                out[start : start + n] = _reduce_box(ev, red, (n, *rshape), 1, acc_dtype)
-        return out.reshape(arrays[0].shape)
-
-
 # Expressions ------------------------------------------------------------------------------------
 
 
@@ -437,7 +308,7 @@ class _Evaluator:
 
     def _read(self, e: TensorRead, needed: Any) -> Any:
         array = self.values[e.tensor.op]
-        lazy = isinstance(array, _Lazy)
+        lazy = not isinstance(array, np.ndarray)  # a compute evaluated on demand (reference_sampled)
         view = None if lazy else self._read_view(e, array)
         if view is not None:
             return view
@@ -488,3 +359,13 @@ class _Evaluator:
             for g, ax in enumerate(self.axes)
         ]
         return f" at {', '.join(parts)}" if parts else ""
+
+
+def __getattr__(name: str) -> Any:
+    """The sampled evaluator (:mod:`.reference_sampled`, which builds on this module) stays
+    importable from here: ``from autosched.te.reference import evaluate_at``."""
+    if name in ("evaluate_at", "reference_work"):
+        from . import reference_sampled
+
+        return getattr(reference_sampled, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
