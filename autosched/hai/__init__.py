@@ -1,5 +1,6 @@
-"""Hardware adapters, found by target kind."""
+"""Hardware adapters, found by target kind; an adapter declares itself with an :class:`AdapterSpec`."""
 
 from .registry import detect, get_adapter
+from .spec import AdapterSpec
 
-__all__ = ["detect", "get_adapter"]
+__all__ = ["AdapterSpec", "detect", "get_adapter"]
