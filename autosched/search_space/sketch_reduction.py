@@ -1,0 +1,192 @@
+"""Reductions without reuse (softmax, norms, pooling) and elementwise stages: vectorized across
+their spatial lanes or rfactor-ed into vector lanes, and placed at the root or inside the loops all
+their readers run in."""
+
+from __future__ import annotations
+
+from ..te.expr import IterVar
+from ..te.tensor import ComputeOp, TensorRead, walk
+from .sketch_base import RFACTOR_LANES, WINDOW_UNROLL_MAX, BuilderBase, _prod, contiguous_reduction, divisors
+from .stage import Split, Stage
+
+
+class ReductionRules(BuilderBase):
+    def plain_reduction(self, st: Stage, outer_parallel: bool = True) -> None:
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        red = op.reduce_axis[-1]
+        if outer_parallel and self.parallel_rfactor(st):
+            return
+        use_rfactor = contiguous_reduction(op) and red.extent >= 8
+        if use_rfactor and self.choose(f"{st.name}/rfactor", (True, False)):
+            lanes = self.choose(f"{st.name}/rfactor_lanes", [v for v in RFACTOR_LANES if v <= red.extent])
+            _, ki = st.split(red, factor=lanes)
+            rf = self.s[self.s.rfactor(st.name, ki, factor_axis=len(op.axis))]
+            rf_op = rf.op
+            assert isinstance(rf_op, ComputeOp)
+            rf.reorder(*rf_op.axis[:-1], *rf_op.reduce_axis, rf_op.axis[-1])
+            rf.vectorize(rf_op.axis[-1])
+            if op.axis:
+                rf.compute_at(st, op.axis[-1])
+            # The partials combine across vector lanes as a tree, not a serial chain of adds.
+            combined = st.op
+            assert isinstance(combined, ComputeOp)
+            st.vectorize(combined.reduce_axis[-1])
+            self.done.add(rf.name)
+            self.place(st, parallel_axes=list(op.axis))
+        else:
+            self.spatial_vector(st, list(op.axis), list(op.reduce_axis))
+        self.done.add(st.name)
+
+    def parallel_rfactor(self, st: Stage) -> bool:
+        """A reduction with too few outputs to keep the cores busy (a whole-tensor sum): partial results
+        over an outer part of the reduction, computed in parallel (and in vector lanes inside, as any
+        reduction), then combined. Offered while the outputs number fewer than 4 per core."""
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        outputs = _prod([a.extent for a in op.axis])
+        if outputs >= 4 * self.p.cores or _prod([a.extent for a in op.reduce_axis]) < 64 * self.p.cores:
+            return False
+        if not self.choose(f"{st.name}/parallel_rfactor", (True, False)):
+            return False
+        outer = [a for a in op.reduce_axis[:-1] if a.extent >= self.p.cores]
+        if outer:  # several reduce axes: partials over one of the outer ones, the rest reduced inside
+            by_name = {a.name: a for a in outer}
+            axis = by_name[self.choose(f"{st.name}/parallel_rfactor_axis", sorted(by_name))]
+        else:  # one long axis: split it, partials over the outer part
+            red = op.reduce_axis[-1]
+            factors = [f for f in divisors(red.extent) if red.extent // f >= self.p.cores and f >= 8]
+            if not factors:
+                return False
+            factor = self.choose(f"{st.name}/parallel_rfactor_inner", factors)
+            axis, _ = st.split(red, factor=factor)
+        rf = self.s[self.s.rfactor(st.name, axis, factor_axis=0)]
+        self.plain_reduction(rf, outer_parallel=False)  # lanes inside, the partials' loop parallel
+        combined = st.op
+        assert isinstance(combined, ComputeOp)
+        if combined.reduce_axis[-1].extent <= 64:  # few partials: combined as a vector tree
+            st.vectorize(combined.reduce_axis[-1])
+        self.place(st, parallel_axes=list(combined.axis))
+        self.done.add(st.name)
+        return True
+
+    def elementwise(self, st: Stage) -> None:
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        self.spatial_vector(st, list(op.axis), [])
+        self.done.add(st.name)
+
+    def spatial_vector(self, st: Stage, spatial: list[IterVar], reduce: list[IterVar]) -> None:
+        """Inner spatial loop vectorized (reductions moved outside it), outer loops parallel."""
+        outer = spatial
+        if spatial:
+            last = spatial[-1]
+            options = [v for v in divisors(last.extent) if v <= 64]
+            lanes = self.choose(f"{st.name}/vector", options)
+            if lanes > 1:
+                jo, ji = st.split(last, factor=lanes)
+                outer = [*spatial[:-1], jo]
+                st.reorder(*outer, *reduce, ji)
+                st.vectorize(ji)
+        # A small window (a 3x3 pool) unrolled around the vector body: its taps are straight-line
+        # vector code, the accumulator stays in a register between them.
+        if reduce and _prod([a.extent for a in reduce]) <= WINDOW_UNROLL_MAX:
+            if self.choose(f"{st.name}/unroll_window", (True, False)):
+                for a in reduce:
+                    st.unroll(a)
+        self.place(st, outer)
+
+    def attach_spots(self, st: Stage) -> list[tuple[str, str]]:
+        """The loops ``st`` can be computed in: loops of the one root stage that all its readers run
+        in, outside the loops those readers are attached to, over axes that decide which part of
+        ``st`` is read (inside any other loop the same region would be recomputed on every
+        iteration: a row max inside its row's column loop, N times over)."""
+        cons = self.consumers(st)
+        if not cons or any(c.name not in self.done for c in cons):
+            return []
+        placed = [self.host_of(c) for c in cons]
+        host = placed[0][0]
+        if any(h is not host for h, _ in placed):
+            return []
+        limit = min((pos for _, pos in placed if pos is not None), default=len(host.leaves) - 1)
+        used = self.deciding_axes(host, st)
+        spots = []
+        for leaf in host.leaves[: limit + 1]:
+            if leaf.kind == "reduce" or not self.roots_of(host, leaf) <= used:
+                break
+            spots.append((host.name, leaf.name))
+        return spots
+
+    def place(self, st: Stage, parallel_axes: list[IterVar]) -> None:
+        """At the root with fused parallel outer loops, or in a loop its readers run in (attach_spots)."""
+        spots = [("root", ""), *self.attach_spots(st)]
+        where = self.choose(f"{st.name}/location", list(range(len(spots))))
+        if where > 0:
+            parent, axis = spots[where]
+            st.compute_at(self.s[parent], axis)
+            return
+        axes = [a for a in parallel_axes if st.position(a) is not None]
+        if not axes:
+            return
+        depth = self.choose(f"{st.name}/parallel_depth", list(range(1, len(axes) + 1)))
+        chosen = axes[:depth]
+        pos = [st.position(a) for a in chosen]
+        if pos != list(range(pos[0], pos[0] + len(pos))) or pos[0] != 0:
+            return
+        fused = st.fuse(*chosen) if len(chosen) > 1 else chosen[0]
+        if fused.extent > 1:
+            st.parallel(fused)
+
+    def index_dims(self, op: ComputeOp, st: Stage, wanted: set[int] | None = None) -> set[int]:
+        """Positions of ``op``'s spatial axes that appear in its reads of ``st`` (through inlined
+        stages), in index positions ``wanted`` of ``st`` only (all when None)."""
+        found: set[int] = set()
+        for n in walk(op.body):
+            if not isinstance(n, TensorRead):
+                continue
+            src = self.s.stage_of(n.tensor.op)
+            if src is st:
+                idx = [e for d, e in enumerate(n.indices) if wanted is None or d in wanted]
+            elif src.attach[0] == "inline" and isinstance(src.op, ComputeOp):
+                idx = [n.indices[d] for d in self.index_dims(src.op, st, wanted)]
+            else:
+                continue
+            ids = {id(v) for e in idx for v in walk(e)}
+            found.update(d for d, a in enumerate(op.axis) if id(a) in ids)
+        return found
+
+    def deciding_axes(self, host: Stage, st: Stage, wanted: set[int] | None = None) -> set[str]:
+        """Names of ``host``'s root axes that decide which part of ``st`` (index positions
+        ``wanted``) is read, by ``host`` itself or by the stages computed inside it."""
+        op = host.op
+        assert isinstance(op, ComputeOp)
+        names = {op.axis[d].name for d in self.index_dims(op, st, wanted)}
+        for reader in self.consumers(st):
+            if reader is not host and self.host_of(reader)[0] is host:
+                r_op = reader.op
+                assert isinstance(r_op, ComputeOp)
+                names |= self.deciding_axes(host, reader, self.index_dims(r_op, st, wanted))
+        return names
+
+    def host_of(self, st: Stage) -> tuple[Stage, int | None]:
+        """The root stage whose loops ``st`` runs in, and the position of the loop it is attached
+        to there (None when ``st`` is that root stage)."""
+        pos = None
+        while st.attach[0] == "at":
+            parent = self.s[st.attach[1]]
+            at = parent.position(parent.axes[st.attach[2]])
+            pos = -1 if at is None else at  # attached to an axis split since: no loop is safe
+            st = parent
+        return st, pos
+
+    @staticmethod
+    def roots_of(stage: Stage, leaf: IterVar) -> set[str]:
+        """The root axes a loop of ``stage`` iterates over, through its splits and fuses."""
+        roots: dict[str, set[str]] = {}
+        for rel in stage.relations:
+            if isinstance(rel, Split):
+                roots[rel.outer.name] = roots[rel.inner.name] = roots.get(rel.parent.name, {rel.parent.name})
+            else:
+                outer = roots.get(rel.outer.name, {rel.outer.name})
+                roots[rel.fused.name] = outer | roots.get(rel.inner.name, {rel.inner.name})
+        return roots.get(leaf.name, {leaf.name})

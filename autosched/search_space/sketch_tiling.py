@@ -1,0 +1,139 @@
+"""Multi-level tiling "SSRSRS" of a reduction with reuse (matmul, conv): the accumulator tile in
+registers, its vector axis the output's last or a channel axis, the reused inputs packed."""
+
+from __future__ import annotations
+
+import math
+
+from ..te.expr import IterVar
+from ..te.tensor import ComputeOp, Tensor, TensorRead, walk
+from .sketch_base import UNROLL_STEPS, BuilderBase, _prod
+from .stage import Stage
+
+
+class TilingRules(BuilderBase):
+    def multi_level_tiling(self, st: Stage) -> None:
+        """SSRSRS: spatial in 4 levels, reduction in 2; the outer two spatial levels live in the
+        consumer that writes the result, and the accumulator tile is computed at its second level."""
+        host = self.fusion_host(st)
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        perm = tuple(range(len(op.axis)))
+        if host is not None:
+            producer, consumer = st, host
+        else:
+            # The accumulator's last axis is its vector axis: the output's own last axis (a conv's W),
+            # or a channel axis moved last (K: the conv's weight is packed with K contiguous).
+            options = ["last", *(op.axis[d].name for d in self.channel_axes(op))]
+            axis = self.choose(f"{st.name}.local/vector_axis", options) if len(options) > 1 else "last"
+            if axis != "last":
+                d = next(i for i, a in enumerate(op.axis) if a.name == axis)
+                perm = (*(i for i in perm if i != d), d)
+            local = self.s.cache_write(st.name, "local", None if axis == "last" else perm)
+            producer, consumer = self.s[local], st
+        name = producer.name
+        p_op, c_op = producer.op, consumer.op
+        assert isinstance(p_op, ComputeOp) and isinstance(c_op, ComputeOp)
+        # The last axis is the vector axis: its register tile is whole vectors where the extent allows
+        # (a 1-8 lane tile on a 16-lane machine wastes most of each instruction).
+        lengths = self.register_tiles(name, list(p_op.axis))
+        # Consumer: levels S0, S1 and the inner (S2*S3) tile; the producer goes inside S1.
+        outer0, outer1, inner = [], [], []
+        for ax, ln in zip(c_op.axis, [lengths[perm.index(d)] for d in range(len(perm))]):
+            o, rest = consumer.split(ax, factor=ln[1] * ln[2] * ln[3])
+            o1, i1 = consumer.split(rest, factor=ln[2] * ln[3])
+            outer0.append(o)
+            outer1.append(o1)
+            inner.append(i1)
+        consumer.reorder(*outer0, *outer1, *inner)
+        producer.compute_at(consumer, outer1[-1])
+        # Channels in lanes read the weight across K: packed, that is one vector load, else a gather.
+        pack_options = (True,) if perm[-1] != len(perm) - 1 else (False, True)
+        if self.packable(p_op) and self.choose(f"{name}/pack", pack_options):
+            # Copy the reused input's tile into a contiguous buffer once per outer tile (BLIS packing).
+            for t, layout in self.packable(p_op):
+                packed = self.s[self.s.cache_read(t, "local", [producer.name], layout)]
+                packed.compute_at(consumer, outer0[-1])
+                last = packed.op.axis[-1]
+                if layout is not None:
+                    # A transposed copy gathers along its last axis: one vector of lanes at a time
+                    # (a gather as wide as the whole tile took LLVM over 30 s).
+                    _, last = packed.split(last, factor=math.gcd(self.p.lanes, last.extent))
+                packed.vectorize(last)
+        depth = self.choose(f"{name}/parallel_depth", (1, 2))
+        par = outer0 if depth == 1 else outer0 + outer1
+        fused = consumer.fuse(*par) if len(par) > 1 else par[0]
+        consumer.parallel(fused)
+        if inner[-1].extent <= 64:
+            consumer.vectorize(inner[-1])
+        # Producer: S2 S3 of each spatial axis, R0 R1 of each reduction axis.
+        s2, s3, r0, r1 = [], [], [], []
+        for ax, ln in zip(p_op.axis, lengths):
+            o, i = producer.split(ax, factor=ln[3])
+            s2.append(o)
+            s3.append(i)
+        for ax in p_op.reduce_axis:
+            rl = self.tiles(f"{name}/tile/{ax.name}", ax.extent, 2, inner_max=16)
+            o, i = producer.split(ax, factor=rl[1])
+            r0.append(o)
+            r1.append(i)
+        producer.reorder(*r0, *s2, *r1, *s3)
+        if s3[-1].extent <= 64:
+            producer.vectorize(s3[-1])
+        unroll = self.choose(f"{name}/unroll", UNROLL_STEPS)
+        if unroll:
+            producer.pragma(r0[0], "auto_unroll_max_step", unroll)
+        self.done.update({producer.name, consumer.name})
+
+    def channel_axes(self, op: ComputeOp) -> list[int]:
+        """Positions of spatial axes a convolution (a reduction over channels and a window) may
+        vectorize instead of its last: at least a vector long, ignored by some input (whose value is
+        then the same on every lane) and an index of its own wherever read (a weight's K)."""
+        if len(op.reduce_axis) < 2 or len(op.axis) < 3:
+            return []
+        reads = [n for n in walk(op.body) if isinstance(n, TensorRead)]
+        found = []
+        for d, a in enumerate(op.axis[:-1]):
+            users = [r for r in reads if any(v is a for i in r.indices for v in walk(i))]
+            plain = all(
+                any(i is a for i in r.indices) and sum(any(v is a for v in walk(i)) for i in r.indices) == 1
+                for r in users
+            )
+            if a.extent >= self.p.lanes and users and len(users) < len(reads) and plain:
+                found.append(d)
+        return found
+
+    def register_tiles(self, name: str, axes: list[IterVar]) -> list[list[int]]:
+        """Four tile lengths per spatial axis whose innermost ones, the accumulators kept in
+        registers, fit ``registers`` vectors (an accumulator tile of 16 x 7 vectors spilled and
+        trapped a search for hundreds of trials); a given tiling that does not fit is resampled."""
+        *outer_axes, last = axes
+        multiple = math.gcd(self.p.lanes, last.extent)
+        for attempt in range(64):
+            if attempt:  # the given or sampled tiles overflow the registers: sample afresh
+                for a in axes:
+                    self.given.pop(f"{name}/tile/{a.name}", None)
+            lengths = [self.tiles(f"{name}/tile/{a.name}", a.extent, 4, inner_max=16) for a in outer_axes]
+            lengths.append(self.tiles(f"{name}/tile/{last.name}", last.extent, 4, 64, multiple))
+            vectors = _prod([ln[-1] for ln in lengths[:-1]]) * math.ceil(lengths[-1][-1] / self.p.lanes)
+            if vectors <= self.p.registers:
+                break
+        return lengths
+
+    def packable(self, op: ComputeOp) -> list[tuple[Tensor, tuple[int, ...] | None]]:
+        """Inputs read along the vectorized (last spatial) axis that ignore another spatial axis,
+        each with the layout that makes that axis contiguous in the packed copy (None: as is;
+        dense's ``W[j, k]`` is packed transposed, ``(1, 0)``)."""
+        last = op.axis[-1]
+        spatial = {id(a) for a in op.axis}
+        found: list[tuple[Tensor, tuple[int, ...] | None]] = []
+        for n in walk(op.body):
+            if not isinstance(n, TensorRead) or any(t is n.tensor for t, _ in found):
+                continue
+            used = {id(v) for idx in n.indices for v in walk(idx) if id(v) in spatial}
+            dims = [d for d, idx in enumerate(n.indices) if any(v is last for v in walk(idx))]
+            if used == spatial or len(dims) != 1:
+                continue
+            d, rank = dims[0], len(n.indices)
+            found.append((n.tensor, None if d == rank - 1 else (*[x for x in range(rank) if x != d], d)))
+        return found
