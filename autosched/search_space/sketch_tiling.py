@@ -7,7 +7,7 @@ import math
 
 from ..te.expr import IterVar
 from ..te.tensor import ComputeOp, Tensor, TensorRead, walk
-from .sketch_base import UNROLL_STEPS, BuilderBase, _prod
+from .sketch_base import UNROLL_STEPS, WINDOW_UNROLL_MAX, BuilderBase, _prod
 from .stage import Stage
 
 
@@ -72,8 +72,13 @@ class TilingRules(BuilderBase):
             o, i = producer.split(ax, factor=ln[3])
             s2.append(o)
             s3.append(i)
+        # A small window (a depthwise conv's 3x3 taps) gets no outer reduction level: swept once
+        # per outer tap, the accumulator tile would go to memory and back for every one.
+        taps = _prod([a.extent for a in p_op.reduce_axis])
+        window = len(p_op.reduce_axis) > 1 and taps <= WINDOW_UNROLL_MAX
         for ax in p_op.reduce_axis:
-            rl = self.tiles(f"{name}/tile/{ax.name}", ax.extent, 2, inner_max=16)
+            key = f"{name}/tile/{ax.name}"
+            rl = [1, ax.extent] if window else self.tiles(key, ax.extent, 2, inner_max=16)
             o, i = producer.split(ax, factor=rl[1])
             r0.append(o)
             r1.append(i)

@@ -40,3 +40,16 @@ def test_a_materialized_pad_is_placed_inside_the_convs_tile_or_at_the_root() -> 
         assert d["pad/inline"] is False
         assert "pad/vector" in d
     assert {d["pad/location"] > 0 for d in _samples(out, given={"pad/inline": False})} == {True, False}
+
+
+def test_a_small_window_has_no_outer_reduction_level() -> None:
+    """9 taps: the accumulator tile stays in registers across all of them (one split per tap axis
+    by its whole extent), while a conv over 8 channels x 9 taps keeps its reduction tiles."""
+    *_, out = make_depthwise_conv2d(C=16, H=16, W=16)
+    sch, d = SketchPolicy([out], lanes=16).sample(random.Random(3))
+    assert not any(k.endswith(("/tile/ry", "/tile/rx")) for k in d)
+    local_splits = [st for st in sch.trace if st.primitive == "split" and st.stage.endswith("local")]
+    splits = {st.args[0]: st.args[1] for st in local_splits}
+    assert splits["ry"] == 3 and splits["rx"] == 3
+    *_, conv = make_conv2d(C=8, K=16)
+    assert all("conv2d.local/tile/rc" in d for d in _samples(conv, n=5))
