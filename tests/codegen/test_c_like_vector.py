@@ -99,7 +99,7 @@ def test_cuda_keeps_the_scalar_loop():
         from autosched.hai.cuda import CUDAAdapter
 
         for arch in ("sm_80", "sm_90"):
-            assert ".entry" in CUDAAdapter("cuda").compile_ptx(lower(s, args, "v"), arch)
+            assert ".entry" in CUDAAdapter("cuda").compile_ptx(lower(s, args, "v", target="cuda"), arch)
 
 
 @needs_opencl
@@ -115,6 +115,6 @@ def test_vector_store_into_a_private_tile():
     ci, cj = s[CL].op.axis
     s[CL].reorder(s[CL].op.reduce_axis[0], ci, cj)
     s[CL].vectorize(cj)
-    source = get_adapter("opencl").render(lower(s, [A, B, C], "mm")).source
+    source = get_adapter("opencl").render(lower(s, [A, B, C], "mm", target="opencl")).source
     assert "vstore8(" in source
     assert_matches_numpy(s, [A, B, C], "opencl", seed=3)
