@@ -58,21 +58,29 @@ def _instances(op_file: str, workload: str | None, args: dict[str, Any]) -> list
     return [w.instantiate(**{k: v for k, v in args.items() if k in w.defaults}) for w in workloads]
 
 
+def tune_options(ns: argparse.Namespace) -> Any:
+    """The TuneOptions of ``autosched tune``'s flags (an operator file or a model)."""
+    from .tune import TuneOptions
+
+    return TuneOptions(
+        trials=ns.trials, batch_size=ns.batch_size, strategy=ns.strategy, resume=ns.resume, seed=ns.seed,
+        num_threads=ns.threads, timeout_s=ns.timeout, early_stopping=ns.early_stop,
+        transfer_from=tuple(ns.transfer_from or ()), transfer_top=ns.transfer_top,  # issue 6
+        flush_cache=ns.flush_cache,
+    )  # fmt: skip
+
+
 def cmd_tune(ns: argparse.Namespace) -> int:
     from .progress import TuneProgress, print_summary
-    from .tune import TuneOptions, Tuner
+    from .tune import Tuner
 
     if ns.op_file.endswith(".onnx"):  # a model: its tasks tuned together (graph/tune_model.py, issue 12)
         from .graph.tune_model import cmd_tune_model
 
-        return cmd_tune_model(ns)
+        return cmd_tune_model(ns, tune_options(ns))
     instances = _instances(ns.op_file, ns.workload, parse_args_kv(ns.args or []))
     log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"
-    options = TuneOptions(
-        trials=ns.trials, batch_size=ns.batch_size, strategy=ns.strategy, resume=ns.resume, seed=ns.seed,
-        num_threads=ns.threads, timeout_s=ns.timeout, early_stopping=ns.early_stop,
-        transfer_from=tuple(ns.transfer_from or ()), transfer_top=ns.transfer_top,  # issue 6
-    )  # fmt: skip
+    options = tune_options(ns)
     with TuneProgress(options.trials) as progress:
         tuner = Tuner(instances, ns.target, log, options, reporter=progress.report)
         progress.header(tuner)
@@ -111,7 +119,7 @@ def _compare_with_numpy(tasks: list[Any], tuner: Any) -> None:
 def cmd_devices(ns: argparse.Namespace) -> int:
     from .hai.registry import list_devices
 
-    for line in list_devices():
+    for line in list_devices(remeasure=ns.remeasure):
         print(line)
     return 0
 
@@ -160,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--task-scheduler", default="gradient", choices=["gradient", "sequential"],
                    help="several workloads: give each batch where it cuts total latency most (gradient, "
                         "default), or tune them one after another")  # fmt: skip
+    t.add_argument("--flush-cache", action="store_true",
+                   help="evict the caches before each timed repeat (recorded in the log)")  # fmt: skip
     t.add_argument("--early-stop", action="store_true",
                    help="stop a workload when several rounds in a row bring no improvement")  # fmt: skip
     t.add_argument("--batch-size", type=int, default=16)
@@ -177,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_tune)
 
     d = sub.add_parser("devices", help="list the targets this machine can run, with chip facts")
+    d.add_argument("--remeasure", action="store_true",
+                   help="measure peak and bandwidth again (with nothing else running)")  # fmt: skip
     d.set_defaults(func=cmd_devices)
 
     lg = sub.add_parser("logs", help="inspect and combine tuning logs")

@@ -284,7 +284,7 @@ def compare_with_onnxruntime(
 # Command line ----------------------------------------------------------------------------------------
 
 
-def cmd_tune_model(ns: Any) -> int:
+def cmd_tune_model(ns: Any, options: TuneOptions) -> int:
     """``autosched tune model.onnx --trials N``: tune, then race the compiled model against onnxruntime."""
     import sys
 
@@ -292,11 +292,6 @@ def cmd_tune_model(ns: Any) -> int:
     from .export import parse_input_shapes
 
     log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"
-    options = TuneOptions(
-        trials=ns.trials, batch_size=ns.batch_size, strategy=ns.strategy, resume=ns.resume, seed=ns.seed,
-        num_threads=ns.threads, timeout_s=ns.timeout, early_stopping=ns.early_stop,
-        transfer_from=tuple(ns.transfer_from or ()), transfer_top=ns.transfer_top,
-    )  # fmt: skip
     shapes = parse_input_shapes(getattr(ns, "input_shape", None))
     with ModelProgress() as progress:
         mt = ModelTuner(ns.op_file, ns.target, log, options, reporter=progress.report, input_shapes=shapes)

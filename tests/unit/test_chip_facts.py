@@ -68,3 +68,14 @@ def test_estimates_when_told_not_to_measure(cache, monkeypatch):
 def test_devices_show_measured_peak_and_bandwidth(cache):
     line = next(x for x in list_devices() if x.startswith("llvm-cpu"))
     assert "400 GFLOP/s fp32 peak, 30 GB/s memory (measured)" in line
+
+
+def test_devices_remeasure_flag(cache, capsys):
+    from autosched.cli import main
+
+    _, calls = cache
+    assert main(["devices"]) == 0 and main(["devices"]) == 0
+    assert calls.count("llvm-cpu") == 1  # measured once, then cached
+    assert main(["devices", "--remeasure"]) == 0
+    assert calls.count("llvm-cpu") == 2
+    assert "(measured)" in capsys.readouterr().out

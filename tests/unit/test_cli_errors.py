@@ -348,3 +348,10 @@ def test_a_directory_given_as_op_file_or_log_is_named_as_one(capsys, tmp_path):
     assert code == 2 and "is a directory; pass a Python file" in err
     code, _, err = run(capsys, "build", MATMUL, "--log", tmp_path, "-o", tmp_path / "out")
     assert code == 2 and "is a directory; pass a log file" in err
+
+
+def test_tune_flags_reach_the_options_for_operators_and_models():
+    ns = cli.build_parser().parse_args(["tune", "m.onnx", "--flush-cache", "--trials", "7"])
+    options = cli.tune_options(ns)
+    assert options.flush_cache is True and options.trials == 7
+    assert cli.tune_options(cli.build_parser().parse_args(["tune", "op.py"])).flush_cache is False
