@@ -195,7 +195,7 @@ def compile_model(
 
     Example: ``model = autosched.compile_model("m.onnx", log="tuning_logs/m.jsonl"); model.run({...})``.
     """
-    from ..build import build
+    from ..build import build, build_isolated
     from ..hai.registry import get_adapter
     from ..records.record import fingerprint_of
     from ..runtime.export import choose_schedules
@@ -220,8 +220,14 @@ def compile_model(
         allow_default=True,
     )
     warn_untuned([fn.name for fn in chosen if fn.record is None], len(chosen), log)
+    # A logged record is untrusted: compiled in a worker with a time and memory limit where the target
+    # emits objects (issue 19); default schedules are ours and compile here.
+    isolate = adapter.spec.can_export
     kernels = [
-        build(replay(list(fn.instance.outputs), fn.trace), fn.instance.tensors, t, fn.name) for fn in chosen
+        build_isolated(fn.instance.tensors, fn.trace, t, fn.name)
+        if fn.record is not None and isolate
+        else build(replay(list(fn.instance.outputs), fn.trace), fn.instance.tensors, t, fn.name)
+        for fn in chosen
     ]
     weights = [graph.weights[op] for op in used_weights(graph)]
     return CompiledModel(plan, weights, kernels, [fn.source for fn in chosen])
