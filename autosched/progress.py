@@ -112,6 +112,13 @@ def print_summary(tasks: list[TaskState], tuner: Any, console: Console | None = 
         "as the runner calls it) and numpy re-timed in turns at the end of this run (> 1: autosched is "
         "faster)"
     )
+    if any(t.baseline_s for t in tasks):  # which BLAS raced, and whether the environment slowed it down
+        from .measure import blas
+
+        console.print(blas.describe(), highlight=False)
+        warning = blas.forced_warning()
+        if warning:
+            console.print(f"[yellow]warning: {warning}[/]")
     for t in tasks:
         if t.best_trace is None:
             console.print(f"[red]{t.inst.name}: no candidate ran correctly[/]")

@@ -40,6 +40,7 @@ def test_tune_writes_log_and_summary(tmp_path):
     assert len({trace_key(rec.trace) for rec in res.records}) == 12  # never measured twice
     assert any(rec.ok for rec in res.records)
     assert "GFLOP/s" in r.stdout and "vs numpy" in r.stdout
+    assert "numpy BLAS: " in r.stdout  # the kernel numpy ran, next to the ratio against it
     assert "best schedule of matmul" in r.stdout
 
 
