@@ -39,6 +39,13 @@ def cmd_profile(ns: argparse.Namespace) -> int:
         logs = [prof.log] if prof.log and Path(prof.log).is_file() else []
         write_report(logs, ns.html, op_files=ns.op or (), extra_sections=[profile_section(prof)])
         print(f"wrote {ns.html}" + (f" (with the report of {logs[0]})" if logs else ""))
+    if prof.mismatches:
+        print(
+            f"error: {len(prof.mismatches)} kernel(s) differ from the numpy reference: "
+            f"{', '.join(prof.mismatches)}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

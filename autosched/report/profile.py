@@ -71,6 +71,11 @@ class Profile:
         """One run: every kernel as many times as it is called."""
         return sum(k.calls * k.median_s for k in self.kernels)
 
+    @property
+    def mismatches(self) -> list[str]:
+        """The kernels whose output differs from the numpy reference."""
+        return [k.name for k in self.kernels if k.check.startswith("MISMATCH")]
+
 
 def profile_directory(
     directory: str | Path,

@@ -90,3 +90,25 @@ def test_a_busy_machine_is_said(monkeypatch):
     assert "the machine is busy (load average 99.0" in profile._busy_note()
     monkeypatch.setattr(profile.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert profile._busy_note() == ""
+
+
+def test_profile_cli_fails_when_a_kernel_mismatches(library, monkeypatch, capsys):
+    import argparse
+    import dataclasses
+
+    from autosched.report import cli, profile
+
+    real = profile.profile_directory
+
+    def mismatching(*args, **kwargs):
+        prof = real(*args, **kwargs)
+        bad = dataclasses.replace(prof.kernels[0], check="MISMATCH (max abs error 1)")
+        return dataclasses.replace(prof, kernels=(bad, *prof.kernels[1:]))
+
+    monkeypatch.setattr(profile, "profile_directory", mismatching)
+    ns = argparse.Namespace(directory=str(library), repeat=1, op=None, html=None)
+    assert cli.cmd_profile(ns) == 1
+    err = capsys.readouterr().err
+    assert "1 kernel(s) differ from the numpy reference" in err
+    monkeypatch.setattr(profile, "profile_directory", real)
+    assert cli.cmd_profile(ns) == 0
