@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 MAX_VECTOR_LANES = 4096
 # Explicitly unrolled loops of one stage, multiplied: the body copies the compiler must take.
 MAX_UNROLLED_COPIES = 4096
+# Vector lanes times unrolled copies of one stage: the vector instructions the compiler must take. The
+# sketch makes at most 64 lanes x a 64-tap window (4096); each bound alone still lets 4096 x 4096 through.
+MAX_UNROLLED_LANES = 16 * 4096
 
 
 def validate_record(rec: TuningRecord, inst: WorkloadInstance) -> None:
@@ -87,6 +90,7 @@ def _check_fits(s: Schedule, step: Step) -> None:
 def _check_widths(s: Schedule) -> None:
     for st in s.stages:
         unrolled = []
+        lanes = 1
         for iv in st.leaf_iter_vars:
             kind = st.annotations.get(iv.name)
             if kind == "vectorized" and iv.extent > MAX_VECTOR_LANES:
@@ -94,10 +98,18 @@ def _check_widths(s: Schedule) -> None:
                     f"stage {st.name!r}: axis {iv.name!r} of {iv.extent} iterations is vectorized; at most "
                     f"{MAX_VECTOR_LANES} lanes are accepted from a log"
                 )
+            if kind == "vectorized":
+                lanes *= iv.extent
             if kind == "unrolled":
                 unrolled.append(iv.extent)
         if math.prod(unrolled) > MAX_UNROLLED_COPIES:
             raise RecordError(
                 f"stage {st.name!r}: its unrolled loops make {math.prod(unrolled)} copies of the body; at "
                 f"most {MAX_UNROLLED_COPIES} are accepted from a log"
+            )
+        copies = math.prod(unrolled)
+        if lanes * copies > MAX_UNROLLED_LANES:
+            raise RecordError(
+                f"stage {st.name!r}: {copies} unrolled copies of a {lanes}-lane vector body make "
+                f"{lanes * copies} lanes; at most {MAX_UNROLLED_LANES} are accepted from a log"
             )

@@ -538,6 +538,15 @@ def test_records_that_do_not_fit_the_workload_are_rejected(tmp_path, edit, reaso
     )
 
 
+def test_vector_lanes_times_unrolled_copies_is_bounded_per_stage():
+    inst = _vmatmul.workload.instantiate(M=4096, N=4096, K=1)
+    good = _sketched(inst, n=1)[0]
+    each_at_its_limit = [["unroll", "C", ["i"]], ["vectorize", "C", ["j"]]]  # 4096 copies x 4096 lanes
+    with pytest.raises(RecordError, match="16777216 lanes; at most 65536"):
+        validate_record(TuningRecord.from_json_line(_with_trace(good, each_at_its_limit)), inst)
+    validate_record(TuningRecord.from_json_line(_with_trace(good, [["vectorize", "C", ["j"]]])), inst)
+
+
 def test_record_for_other_args_or_key_is_rejected():
     inst = _vmatmul.workload.instantiate()
     good = _sketched(inst, n=1)[0]
@@ -551,9 +560,11 @@ def test_record_for_other_args_or_key_is_rejected():
 
 def test_the_limits_cover_what_the_space_samples():
     from autosched.search_space.sketch import UNROLL_STEPS
+    from autosched.search_space.sketch_base import WINDOW_UNROLL_MAX
     from autosched.search_space.trace import ARG_KINDS, MAX_AUTO_UNROLL_STEP, PRIMITIVES
 
     assert max(UNROLL_STEPS) <= MAX_AUTO_UNROLL_STEP and set(ARG_KINDS) == set(PRIMITIVES)
+    assert 64 * WINDOW_UNROLL_MAX <= validate_module.MAX_UNROLLED_LANES  # 64 lanes x an unrolled window
     assert all(len(ARG_KINDS[p]) == len(PRIMITIVES[p]) for p in PRIMITIVES)
 
 
