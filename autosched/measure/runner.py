@@ -27,6 +27,8 @@ import numpy as np
 
 from ..errors import RunError
 from ..hai.timing import TimingPolicy, time_calls, time_once
+from .output_check import fill_garbage as _fill_garbage
+from .output_check import outputs_match
 from .result import BuildResult, MeasureResult
 
 if TYPE_CHECKING:
@@ -379,7 +381,7 @@ class _WorkerState:
         for j, (out, exp, (rtol, atol)) in enumerate(zip(self.arrays[n_in:], self.expected, self.tolerances)):
             idx = self.samples[j]
             got = out if idx is None else out.reshape(-1)[idx]  # a sampled reference: those elements
-            if not np.allclose(got, exp, rtol=rtol, atol=atol, equal_nan=True):
+            if not outputs_match(got, exp, rtol, atol):
                 raise _WrongResult(_mismatch(self.names[n_in + j], got, exp, rtol, atol))
 
 
@@ -402,10 +404,3 @@ def _mismatch(name: str, got: np.ndarray, exp: np.ndarray, rtol: float, atol: fl
         f"max rel error {rel_err[bad].max():.3g}; at {tuple(map(int, worst))}: got {got[worst].item()!r}, "
         f"expected {exp[worst].item()!r}"
     )
-
-
-def _fill_garbage(a: np.ndarray) -> None:
-    if a.dtype.kind in "fc":
-        a.fill(np.nan)
-    else:
-        a.view(np.uint8).fill(0xA5)
