@@ -3,6 +3,9 @@
 ``prepare`` imports the model and, by default, compiles the whole Graph as ONE te program (every
 output, the default schedule, ``autosched.build`` on llvm-cpu): real generated code, no numpy
 fallback. ``engine="graph"`` runs autosched.graph's fused, memory-planned compiled model instead.
+A node whose inputs are all constant folds at import (the te reference evaluator computes it), so a
+model bound entirely to constants runs no kernel: ``AutoschedRep.folded`` says when the last ``run``
+returned only such folded outputs.
 """
 
 from __future__ import annotations
@@ -116,6 +119,13 @@ class GraphModelRunner:
 ENGINES = {"one-kernel": CompiledGraph, "graph": GraphModelRunner}
 
 
+def folded_at_import(graph: Graph) -> bool:
+    """True when no kernel computes any output of ``graph`` and some output is a constant folded
+    at import (numpy's result, not generated code); outputs that only pass an input through are not."""
+    outs = [o.tensor.op for o in graph.outputs]
+    return all(isinstance(op, PlaceholderOp) for op in outs) and any(op in graph.weights for op in outs)
+
+
 def _name(graph: Graph) -> str:
     return identifier(graph.name) or "model"
 
@@ -131,6 +141,7 @@ class AutoschedRep(BackendRep):
         self.inputs = [vi.name for vi in model.graph.input if vi.name not in _initializers(model)]
         self.compiled: Any = None
         self.bound: dict[bytes, Any] = {}
+        self.folded = False  # whether the last run's outputs were all folded at import (no kernel ran)
         try:
             self.compiled = self.compile(from_onnx(model), target)
         except NotConstantError as e:
@@ -143,6 +154,7 @@ class AutoschedRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         arrays = [inputs] if isinstance(inputs, np.ndarray) else [np.asarray(a) for a in inputs]
         if self.compiled is not None:
+            self.folded = folded_at_import(self.compiled.graph)
             return tuple(self.compiled.run(arrays))
         given = dict(zip(self.inputs, arrays, strict=True))
         fixed = {n: a for n, a in given.items() if a.size == 0}
@@ -158,6 +170,7 @@ class AutoschedRep(BackendRep):
                     raise
                 fixed[e.value] = given[e.value]
         compiled = self.bound[key]
+        self.folded = folded_at_import(compiled.graph)
         return tuple(compiled.run({i.name: given[i.name] for i in compiled.graph.inputs}))
 
 
