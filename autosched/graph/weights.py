@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime.load import LoadError
+from ..runtime.manifest import MAX_ARRAY_BYTES, MAX_DIM
 
 INDEX = "weights.json"
 DATA = "weights.bin"
@@ -108,12 +110,14 @@ def _array(data: bytes, entry: Any, n: int, where: Path) -> np.ndarray:
     dtype, shape, offset, nbytes = (entry.get(k) for k in ("dtype", "shape", "offset", "nbytes"))
     if dtype not in DTYPES:
         raise WeightsError(f"{label}: dtype {dtype!r} is not one of {DTYPES}")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise WeightsError(f"{label}: shape {shape!r} is not a list of non-negative ints")
-    if not isinstance(offset, int) or not isinstance(nbytes, int) or offset < 0:
+    if not isinstance(shape, list) or not all(type(d) is int and 0 <= d <= MAX_DIM for d in shape):
+        raise WeightsError(f"{label}: shape {shape!r} is not a list of ints in [0, {MAX_DIM}]")
+    if type(offset) is not int or type(nbytes) is not int or offset < 0:
         raise WeightsError(f"{label}: offset {offset!r} and nbytes {nbytes!r} must be non-negative ints")
     item = np.dtype(dtype).itemsize
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)  # exact: np.prod in int64 wraps, and a wrapped size could match nbytes
+    if count * item > MAX_ARRAY_BYTES:
+        raise WeightsError(f"{label}: {dtype}{shape} is over {MAX_ARRAY_BYTES} bytes")
     if count * item != nbytes:
         raise WeightsError(f"{label}: {dtype}{shape} takes {count * item} bytes, the index says {nbytes}")
     if offset + nbytes > len(data):
