@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import AutoschedError
+from ..measure.runner import aligned_empty
+from ..runtime.arrays import ArgumentError, ArgumentTypeError, as_numpy
 from .ir import Graph
 from .memory import ALIGNMENT
 
@@ -78,9 +80,7 @@ class CompiledModel:
         """Run the model; ``inputs`` maps each input name to a numpy array (or anything with DLPack)."""
         arrays = self._check_inputs(inputs)
         memory = self.plan["memory"]["arena_bytes"]
-        raw = np.empty(memory + ALIGNMENT, np.uint8)
-        start = (-raw.ctypes.data) % ALIGNMENT
-        arena = raw[start : start + memory]
+        arena = aligned_empty((memory,), np.uint8, ALIGNMENT)
         for step in self.plan["steps"]:
             args = [self._array(vid, arrays, arena) for vid in step["args"]]
             self._kernels[step["task"]](*args)
@@ -131,7 +131,15 @@ class CompiledModel:
             )
         arrays: dict[int, np.ndarray] = {}
         for name, spec in expected.items():
-            a = _as_numpy(inputs[name], f"model {self.name!r}: input {name!r}")
+            label = f"model {self.name!r}: input {name!r}"
+            try:
+                a = as_numpy(label, inputs[name])  # DLPack on the CPU only
+            except ArgumentTypeError:
+                raise ModelInputError(
+                    f"{label} must be a numpy array or support DLPack, got {type(inputs[name]).__name__}"
+                ) from None
+            except ArgumentError as e:
+                raise ModelInputError(str(e)) from None
             if a.dtype != np.dtype(spec["dtype"]) or list(a.shape) != list(spec["shape"]):
                 raise ModelInputError(
                     f"model {self.name!r}: input {name!r} expects {spec['dtype']}{spec['shape']}, "
@@ -140,17 +148,6 @@ class CompiledModel:
             held = self._values[spec["value"]]  # bool inputs are held as int32, scalars as (1,)
             arrays[spec["value"]] = np.ascontiguousarray(a, dtype=held["dtype"]).reshape(held["shape"])
         return arrays
-
-
-def _as_numpy(a: Any, where: str) -> np.ndarray:
-    if isinstance(a, np.ndarray):
-        return a
-    if hasattr(a, "__dlpack__"):
-        try:
-            return np.from_dlpack(a)
-        except (TypeError, RuntimeError, BufferError, ValueError) as e:
-            raise ModelInputError(f"{where}: cannot read it through DLPack ({e}); pass a CPU array") from e
-    raise ModelInputError(f"{where} must be a numpy array or support DLPack, got {type(a).__name__}")
 
 
 def as_graph(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:

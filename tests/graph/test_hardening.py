@@ -139,3 +139,17 @@ def test_weight_sizes_do_not_wrap(tmp_path, shape):
     path.write_text(json.dumps(index))
     with pytest.raises(WeightsError, match=r"array 0 \('w'\)"):
         read_weights(tmp_path)
+
+
+def test_model_inputs_on_another_dlpack_device_are_refused(model_dir):
+    from autosched.graph.compiled import ModelInputError
+
+    class OnGPU:  # the runtime's as_numpy checks the device before numpy reads the memory
+        def __dlpack__(self, **kw):
+            raise AssertionError("read before the device check")
+
+        def __dlpack_device__(self):
+            return (2, 0)  # kDLCUDA
+
+    with pytest.raises(ModelInputError, match=r"input 'input' lives on DLPack device \(2, 0\)"):
+        autosched.load(model_dir).run({"input": OnGPU()})
