@@ -25,7 +25,7 @@ SHIPPED_DIRS = (
     Path(__file__).resolve().parent / "tuning_logs",
 )
 
-_parsed: dict[str, tuple[tuple[int, int], dict[tuple[str, str], Any], int]] = {}
+_parsed: dict[str, tuple[tuple[int, int], list[Any]]] = {}
 _lock = threading.Lock()
 
 
@@ -63,9 +63,10 @@ def log_paths(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | 
     return list(dict.fromkeys(p.resolve() for p in out))
 
 
-def _best_of(path: Path) -> dict[tuple[str, str], Any]:
-    """The best ok record per (workload key, fingerprint) of one log, parsed once per version of it."""
-    from ..records.log import best_records, read_log
+def _scanned(path: Path) -> list[Any]:
+    """The lines of one log (:func:`~autosched.records.log.scan_log`, their bytes dropped), parsed once
+    per version of it."""
+    from ..records.log import LogLine, scan_log
 
     st = path.stat()
     stamp = (st.st_size, st.st_mtime_ns)
@@ -73,28 +74,16 @@ def _best_of(path: Path) -> dict[tuple[str, str], Any]:
         hit = _parsed.get(str(path))
         if hit is not None and hit[0] == stamp:
             return hit[1]
-    records, problems = read_log(path)
-    best = best_records(records)
+    lines = [LogLine(x.line_no, b"", x.record, x.problem) for x in scan_log(path)]
     with _lock:
-        _parsed[str(path)] = (stamp, best, len(problems))
-    return best
+        _parsed[str(path)] = (stamp, lines)
+    return lines
 
 
 def best_record(paths: Sequence[Path], inst: Any, fingerprint: str) -> Any:
-    """The fastest record for this workload instance and chip among ``paths`` that fits it, or None."""
+    """The fastest record for this workload instance and chip among ``paths`` that fits it, or None
+    (:func:`~autosched.records.log.best_valid_record`: a log is untrusted, a record that does not fit
+    is never compiled)."""
     from ..records.log import best_valid_record
-    from ..records.record import RecordError
-    from ..records.validate import validate_record
 
-    best = None
-    for p in paths:
-        rec = _best_of(p).get((inst.key, fingerprint))
-        if rec is not None and (best is None or rec.mean_cost < best.mean_cost):
-            best = rec
-    if best is None:
-        return None
-    try:
-        validate_record(best, inst)  # a log is untrusted: a crafted record must never be compiled
-        return best
-    except RecordError:  # the fastest does not fit the workload: the fastest that does
-        return best_valid_record(paths, inst, fingerprint)[0]
+    return best_valid_record(paths, inst, fingerprint, scanned={str(p): _scanned(p) for p in paths})[0]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -234,19 +234,36 @@ def _misfit(rec: TuningRecord, inst: WorkloadInstance, verdicts: dict[str, str |
 
 
 def best_valid_record(
-    paths: Sequence[str | Path], inst: WorkloadInstance, fingerprint: str
+    paths: Sequence[str | Path],
+    inst: WorkloadInstance,
+    fingerprint: str,
+    *,
+    scanned: Mapping[str, Sequence[LogLine]] | None = None,
 ) -> tuple[TuningRecord | None, list[LogProblem]]:
     """The fastest ok record of ``inst`` on ``fingerprint`` in ``paths`` that passes validation, and the
-    problems met (unreadable lines, rejected records). What ``build``, the op library and the end of
-    ``tune`` compile. Example: ``rec, problems = best_valid_record([log], inst, fingerprint)``."""
-    candidates: list[tuple[float, int, TuningRecord]] = []
+    problems met: unreadable lines, and the records rejected on the way (each one faster than the record
+    returned; records are validated fastest first, until one fits). Ties: the first, in the order of
+    ``paths`` and lines. ``scanned`` holds logs the caller has read already, ``{str(path): scan_log(path)}``;
+    those are not read again. What ``build``, ``compile_model``, the op library and the end of ``tune``
+    compile. Example: ``rec, problems = best_valid_record([log], inst, fingerprint)``."""
+    done = {str(k): v for k, v in (scanned or {}).items()}
+    candidates: list[tuple[float, int, str, int, TuningRecord]] = []
     problems: list[LogProblem] = []
     for path in paths:
-        res = load_records(path, target_fingerprint=fingerprint, workload=inst)
-        problems += res.problems
-        candidates += [(r.mean_cost, len(candidates) + i, r) for i, r in enumerate(res.records) if r.ok]
-    best = min(candidates, default=None, key=lambda c: c[:2])
-    return (None if best is None else best[2]), problems
+        lines = done.get(str(path))
+        for line in scan_log(path) if lines is None else lines:
+            if line.problem is not None:
+                problems.append(line.problem)
+            rec = line.record
+            if rec is not None and rec.ok and rec.workload_key == inst.key and rec.fingerprint == fingerprint:
+                candidates.append((rec.mean_cost, len(candidates), str(path), line.line_no, rec))
+    verdicts: dict[str, str | None] = {}
+    for _cost, _order, path, line_no, rec in sorted(candidates, key=lambda c: c[:2]):
+        why = _misfit(rec, inst, verdicts)
+        if why is None:
+            return rec, problems
+        problems.append(LogProblem(path, line_no, why))
+    return None, problems
 
 
 def trace_key(trace: Trace) -> str:
