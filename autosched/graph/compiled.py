@@ -213,6 +213,7 @@ def compile_model(
         [task.instance for task in tg.tasks],
         log,
         fingerprint_of(t, chip),
+        target=adapter,
         cores=chip.cores,
         allow_default=True,
     )

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AutoschedError
-from ..search_space.default import default_schedule
+from ..search_space.default import default_trace
 from ..tune import TaskState, TuneOptions, Tuner
 from .compiled import as_graph
 from .ir import Graph
@@ -83,7 +83,7 @@ class ModelTuner:
         self.reuse = Reuse(0, 0)
         for task in self.states:  # the default schedule as compile_model builds it: measured first
             try:
-                default = default_schedule(list(task.inst.outputs), cores=self.tuner.chip.cores).trace
+                default = default_trace(list(task.inst.outputs), self.tuner.adapter, self.tuner.chip.cores)
             except AutoschedError:  # compile_model would fail on it too; the search may still find one
                 default = None
             task.strategy = DefaultFirst(task.strategy, default)

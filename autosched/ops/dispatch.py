@@ -144,13 +144,9 @@ def _prepare(op: str, workload: str, args: dict[str, Any], platform: str, logs: 
     if trace is None:
         if rec is None:
             _warn_once(op, inst, fingerprint, paths, "no tuned record")
-        from ..search_space.default import default_schedule
-        from ..search_space.gpu_sketch import default_gpu_schedule
+        from ..search_space.default import default_trace
 
-        if adapter.spec.style == "gpu":  # one element per thread, not loops over cores
-            trace = default_gpu_schedule(list(inst.outputs)).trace
-        else:
-            trace = default_schedule(list(inst.outputs), cores=cores).trace
+        trace = default_trace(list(inst.outputs), adapter, cores=cores)  # GPU style: a thread per element
         if inst.flop_count() < SERIAL_BELOW_FLOPS:
             trace = tuple(st for st in trace if st.primitive != "parallel")
         kernel = kernels.get_kernel(inst, target, adapter, fingerprint, trace)

@@ -101,14 +101,18 @@ def choose_schedules(
     log: str | Path | None,
     fingerprint: str,
     *,
+    target: Any,
     cores: int,
     allow_default: bool = False,
 ) -> list[ExportedFunction]:
-    """The trace for each instance: the log's best for this chip, or (``allow_default``) the default."""
-    from ..records.log import best_valid_record, read_log
-    from ..search_space.default import default_schedule
+    """The trace for each instance: the log's best for this chip, or (``allow_default``) the default
+    schedule of ``target``'s style, an adapter's or a target's
+    (:func:`~autosched.search_space.default.default_trace`). The log is read once."""
+    from ..records.log import best_valid_record, scan_log
+    from ..search_space.default import default_trace
 
     records: list[Any] = []
+    lines: list[Any] = []
     if log is not None:
         if Path(log).is_dir():
             raise ExportError(f"tuning log {log} is a directory; pass a log file (a .jsonl of records)")
@@ -116,20 +120,21 @@ def choose_schedules(
             if not allow_default:
                 raise ExportError(f"tuning log {log} not found (tune first, or pass --allow-default)")
         else:
-            records, _problems = read_log(log)
+            lines = scan_log(log)
+            records = [x.record for x in lines if x.record]
     elif not allow_default:
         raise ExportError("no tuning log given: pass --log LOG, or --allow-default for default schedules")
     names = _unique([c_identifier(inst.name) for inst in instances])
     chosen = []
     for name, inst in zip(names, instances):
         # validated: a record that does not fit the workload is never compiled (issue 19)
-        rec = best_valid_record([log], inst, fingerprint)[0] if records else None
+        rec = best_valid_record([log], inst, fingerprint, scanned={str(log): lines})[0] if records else None
         if rec is not None:
             chosen.append(ExportedFunction(name, inst, rec.trace, rec))
             continue
         if not allow_default:
             raise ExportError(_no_record_message(inst, log, fingerprint, records))
-        trace = default_schedule(list(inst.outputs), cores=cores).trace
+        trace = default_trace(list(inst.outputs), target, cores=cores)
         chosen.append(ExportedFunction(name, inst, trace, None))
     return chosen
 
@@ -181,7 +186,9 @@ def export_library(
         raise ExportError(f"target {t}: its adapter cannot emit object files; libraries need one of: {able}")
     chip = adapter.info()
     fingerprint = fingerprint_of(t, chip)
-    functions = choose_schedules(instances, log, fingerprint, cores=chip.cores, allow_default=allow_default)
+    functions = choose_schedules(
+        instances, log, fingerprint, target=adapter, cores=chip.cores, allow_default=allow_default
+    )
     objects = []
     for fn in functions:
         inst = fn.instance

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from ..te.tensor import ComputeOp, Tensor
 from .schedule import Schedule, create_schedule
+from .trace import Trace
 
 VECTOR_LANES = (16, 8, 4)
 
@@ -55,3 +57,25 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], cores: int | None = Non
         if extent > 1:
             st.parallel(fused)
     return s
+
+
+def default_trace(outputs: Tensor | Sequence[Tensor], target: Any, cores: int | None = None) -> Trace:
+    """The untuned schedule for ``target`` (an adapter, a :class:`~autosched.target.Target` or a target
+    string), as a trace: :func:`default_schedule` for a CPU-style adapter, one element per thread
+    (:func:`~autosched.search_space.gpu_sketch.default_gpu_schedule`) for a GPU-style one. What the op
+    library, ``autosched build``, ``compile_model`` and model tuning's first candidate all run.
+
+    Example: ``trace = default_trace([C], "opencl")``.
+    """
+    spec = getattr(target, "spec", None)
+    if spec is not None:
+        style = spec.style
+    else:
+        from ..hai.registry import style_of
+
+        style = style_of(target)
+    if style == "gpu":
+        from .gpu_sketch import default_gpu_schedule
+
+        return default_gpu_schedule(outputs).trace
+    return default_schedule(outputs, cores=cores).trace
