@@ -194,6 +194,7 @@ def compile_model(
     """
     from ..build import build, build_isolated
     from ..hai.registry import get_adapter
+    from ..measure.isolated import compile_isolated, render_source_job
     from ..records.record import fingerprint_of
     from ..runtime.export import choose_schedules
     from ..search_space.schedule import replay
@@ -219,13 +220,18 @@ def compile_model(
     )
     warn_untuned([fn.name for fn in chosen if fn.record is None], len(chosen), log)
     # A logged record is untrusted: compiled in a worker with a time and memory limit where the target
-    # emits objects (issue 19); default schedules are ours and compile here.
+    # emits objects (issue 19); where it does not (OpenCL, CUDA: the kernel lives in this process), the
+    # record is first lowered and rendered in that worker, where a trace that would hang the code
+    # generator stops, then built here. Default schedules are ours and compile here.
     isolate = adapter.spec.can_export
-    kernels = [
-        build_isolated(fn.instance.tensors, fn.trace, t, fn.name)
-        if fn.record is not None and isolate
-        else build(replay(list(fn.instance.outputs), fn.trace), fn.instance.tensors, t, fn.name)
-        for fn in chosen
-    ]
+    kernels = []
+    for fn in chosen:
+        if fn.record is not None and isolate:
+            kernels.append(build_isolated(fn.instance.tensors, fn.trace, t, fn.name))
+            continue
+        if fn.record is not None:
+            n_in = len(fn.instance.inputs)
+            compile_isolated(fn.instance.tensors, n_in, str(t), fn.trace, fn.name, build_fn=render_source_job)
+        kernels.append(build(replay(list(fn.instance.outputs), fn.trace), fn.instance.tensors, t, fn.name))
     weights = [graph.weights[op] for op in used_weights(graph)]
     return CompiledModel(plan, weights, kernels, [fn.source for fn in chosen])

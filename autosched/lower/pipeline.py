@@ -49,11 +49,6 @@ def run_gpu_passes(func: PrimFunc) -> PrimFunc:
     return _run(func, GPU_PASSES)
 
 
-def run_style_passes(func: PrimFunc, style: str) -> PrimFunc:
-    """A function lowered without a target, finished for ``style`` (a "gpu" one gets :data:`GPU_PASSES`)."""
-    return run_gpu_passes(func) if style == "gpu" else func
-
-
 def passes_for(style: str) -> list[tuple[str, Pass]]:
     """The passes of a target style: ``"cpu"`` gets :data:`PASSES`, ``"gpu"`` then :data:`GPU_PASSES` too."""
     return [*PASSES, *GPU_PASSES] if style == "gpu" else list(PASSES)

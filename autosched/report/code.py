@@ -41,42 +41,43 @@ def schedule_code(rec: TuningRecord) -> str:
 def code_view(rec: TuningRecord, inst: WorkloadInstance | None) -> CodeView:
     """Replay ``rec`` on ``inst``, lower and render it for the record's target (rendering is pure).
 
-    Without an instance (the workload is not registered here) only the schedule code is shown.
+    A log is untrusted: the record is validated, then lowered and rendered first in a worker with the
+    compile time and memory limits (a trace that would hang the code generator stops there); the loop IR
+    is lowered here only after that. Without an instance (the workload is not registered here) only the
+    schedule code is shown.
     """
     schedule = schedule_code(rec)
     if inst is None:
         return CodeView(schedule, note="loop IR and generated code need the workload: pass --op FILE")
+    from ..hai.registry import get_adapter
     from ..lower.pipeline import lower
     from ..lower.printer import format_func
+    from ..measure.isolated import compile_isolated, render_source_job
     from ..records.validate import validate_record
     from ..search_space.schedule import replay
 
+    name = _symbol(rec.workload_name)
     try:
         validate_record(rec, inst)  # a log is untrusted: never lower a record that does not fit
-        func = lower(replay(list(inst.outputs), rec.trace), inst.tensors, _symbol(rec.workload_name))
     except AutoschedError as e:
         return CodeView(schedule, note=f"the schedule does not lower here: {e}")
-    loop_ir = _cap(format_func(func))
-    label, generated, note = _render(rec, func)
-    return CodeView(schedule, loop_ir, generated, label, note)
-
-
-def _render(rec: TuningRecord, func: object) -> tuple[str, str, str]:
-    from ..hai.registry import get_adapter
-    from ..lower.pipeline import run_style_passes
-
     try:
         adapter = get_adapter(rec.target)
-        source = adapter.render(run_style_passes(func, adapter.spec.style))
     except (AutoschedError, ImportError, OSError, RuntimeError) as e:  # no pyopencl, no device...
-        return "generated code", "", f"code for {rec.target} cannot be generated here: {e}"
-    label = adapter.spec.source_label
+        return CodeView(schedule, note=f"code for {rec.target} cannot be generated here: {e}")
+    try:
+        source = compile_isolated(
+            inst.tensors, len(inst.inputs), str(rec.target), rec.trace, name, build_fn=render_source_job
+        ).decode()
+        func = lower(replay(list(inst.outputs), rec.trace), inst.tensors, name, target=rec.target)
+    except AutoschedError as e:
+        return CodeView(schedule, note=f"the schedule does not lower here: {e}")
     note = ""
     here = getattr(adapter, "cpu", None)
     logged = rec.chip.get("arch")
     if here is not None and logged and here != logged:
         note = f"generated on this machine for cpu {here}; the record was measured on {logged}"
-    return label, _cap(str(source)), note
+    return CodeView(schedule, _cap(format_func(func)), _cap(source), adapter.spec.source_label, note)
 
 
 def _symbol(name: str) -> str:
