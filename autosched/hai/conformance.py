@@ -3,8 +3,8 @@
 For each case of :data:`autosched.topi.workloads.SMALL_CASES` the default schedule and a few schedules
 sampled from the sketch rules of the target's style are lowered for the target, compiled by its adapter
 and, where the adapter runs kernels (``spec.can_run``), run on fresh random inputs and compared with the
-numpy reference. A compile-only device (``null``) gets the compile part. A table comes out; the exit
-status is 1 when anything failed.
+numpy reference. A compile-only device (``null``) gets the compile part, reported as "compiled (not
+run)", never as passed. A table comes out; the exit status is 1 when anything failed.
 
 Example::
 
@@ -101,19 +101,27 @@ def run_conformance(
     return checks
 
 
+COMPILED_ONLY = "compiled (not run)"  # how a compile-only check shows: compiled, never checked
+
+
 def format_table(target: str, checks: Sequence[Check]) -> str:
     """One row per op, one column per schedule; failures listed under the table."""
     columns = list(dict.fromkeys(c.schedule for c in checks))
     rows: dict[str, dict[str, str]] = {}
     for c in checks:
-        rows.setdefault(c.op, {})[c.schedule] = c.status
+        rows.setdefault(c.op, {})[c.schedule] = COMPILED_ONLY if c.status == "compiled" else c.status
     width = max([len("op"), *(len(op) for op in rows)])
-    lines = [f"conformance of {target}", "  ".join(["op".ljust(width), *(f"{c:9s}" for c in columns)])]
+    cell = max([9, *(len(s) for cells in rows.values() for s in cells.values())])
+    lines = [f"conformance of {target}", "  ".join(["op".ljust(width), *(c.ljust(cell) for c in columns)])]
     for op, cells in rows.items():
-        lines.append("  ".join([op.ljust(width), *(f"{cells.get(c, '-'):9s}" for c in columns)]))
+        lines.append("  ".join([op.ljust(width), *(cells.get(c, "-").ljust(cell) for c in columns)]))
     failed = [c for c in checks if c.status == "FAIL"]
-    passed = len(checks) - len(failed)
-    lines.append(f"{passed} of {len(checks)} checks passed")
+    passed = sum(1 for c in checks if c.status == "ok")  # a compile-only check ran nothing: not a pass
+    compiled = sum(1 for c in checks if c.status == "compiled")
+    summary = f"{passed} of {len(checks)} checks passed"
+    if compiled:
+        summary += f", {compiled} {COMPILED_ONLY}: the target does not run kernels"
+    lines.append(summary)
     lines += [f"FAIL {c.op} ({c.schedule}): {c.message}" for c in failed]
     return "\n".join(lines)
 

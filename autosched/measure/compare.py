@@ -83,11 +83,9 @@ def compare_with_baseline(
 def raw_call(fn: Any, arrays: Sequence[Any]) -> Callable[[], Any]:
     """A call of ``fn``'s compiled entry point on ``arrays``' addresses, as the runner makes it.
 
-    ``fn`` is a :class:`~autosched.build.BuiltFunction` already called once on ``arrays`` (which checked
-    them); a kernel without a C entry point (GPU-style adapters) is launched through its adapter.
+    ``fn`` (an :class:`~autosched.build.IsolatedFunction`, or a CPU BuiltFunction) was already called
+    once on ``arrays``, which checked them; its kernel's ``cfunc`` is the C entry point.
     """
-    cfunc = getattr(fn.kernel, "cfunc", None)
-    if cfunc is None:
-        return lambda: fn.adapter.launch(fn.kernel, list(arrays))
+    cfunc = fn.kernel.cfunc
     ptrs = [a.ctypes.data for a in arrays]
     return lambda: cfunc(*ptrs)

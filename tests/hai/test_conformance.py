@@ -62,7 +62,9 @@ def test_the_module_runs_from_the_command_line():
         [sys.executable, "-m", "autosched.hai.conformance", "--target", "null", "--ops", "gelu"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert r.returncode == 0 and "3 of 3 checks passed" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr  # compile-only is no failure, and no pass either
+    assert "0 of 3 checks passed, 3 compiled (not run)" in r.stdout
+    assert "gelu  compiled (not run)  compiled (not run)" in r.stdout
 
 
 @pytest.mark.slow
