@@ -224,6 +224,58 @@ def _ort_session(path: Path) -> Any:
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
+def _compile_logged(graph: Graph, target: str, log: str | Path | None) -> Any:
+    import warnings
+
+    from .compiled import compile_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # untuned tasks are counted in the summary instead
+        return compile_model(graph, target, log if log is not None and Path(log).is_file() else None)
+
+
+def _session_or_none(onnx_path: str | Path | None) -> Any:
+    if onnx_path is None:
+        return None
+    try:
+        return _ort_session(Path(onnx_path))
+    except ImportError:
+        return None
+
+
+def _max_rel_err(graph: Graph, model: Any, session: Any, inputs: Mapping[str, Any], log: Any) -> float:
+    """The compiled model's worst output error against onnxruntime's, over each output's largest value;
+    :class:`ModelMismatchError` over ``MATCH_RTOL``."""
+    expected = session.run(None, inputs)
+    got = model.run(inputs)
+    err = 0.0
+    for out, want in zip(model.output_names, expected, strict=True):
+        diff = np.abs(got[out].astype(np.float64) - want)
+        scale = float(np.abs(want).max()) or 1.0
+        e = float(diff.max()) / scale if diff.size else 0.0
+        if not e <= MATCH_RTOL:  # NaN fails too
+            raise ModelMismatchError(
+                f"tuned model {graph.name!r}: output {out!r} is off onnxruntime's by {e:.2e} of its "
+                f"largest value (allowed {MATCH_RTOL}); a tuned record in {log} is wrong: rerun with "
+                "--debug and report it"
+            )
+        err = max(err, e)
+    return err
+
+
+def check_with_onnxruntime(
+    onnx_path: str | Path | None, *, graph: Graph, log: str | Path | None, target: str, seed: int = 5
+) -> float | None:
+    """Compile ``graph`` for ``target`` with the log's best records and check one run against onnxruntime
+    on this CPU (the reference for every target): the max relative error, or None without onnxruntime
+    (or an ONNX file). Raises :class:`ModelMismatchError` as :func:`compare_with_onnxruntime` does."""
+    session = _session_or_none(onnx_path)
+    if session is None:
+        return None
+    model = _compile_logged(graph, target, log)
+    return _max_rel_err(graph, model, session, random_model_inputs(graph, seed), log)
+
+
 def compare_with_onnxruntime(
     onnx_path: str | Path | None,
     *,
@@ -240,38 +292,15 @@ def compare_with_onnxruntime(
     value. Without onnxruntime (or an ONNX file) only autosched is timed. ``others``: more contenders
     timed in the same turns, ``name -> make(inputs) -> run()`` (torch in the benchmarks).
     """
-    import warnings
-
     from ..measure.compare import interleaved_medians
-    from .compiled import compile_model
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # untuned tasks are counted in the summary instead
-        model = compile_model(graph, target, log if log is not None and Path(log).is_file() else None)
+    model = _compile_logged(graph, target, log)
     tuned = sum(1 for s in model.sources if s == "log")
     inputs = random_model_inputs(graph, seed)
     contenders = [lambda: model.run(inputs)]
-    session, err = None, None
-    if onnx_path is not None:
-        try:
-            session = _ort_session(Path(onnx_path))
-        except ImportError:
-            session = None
+    session, err = _session_or_none(onnx_path), None
     if session is not None:
-        expected = session.run(None, inputs)
-        got = model.run(inputs)
-        err = 0.0
-        for out, want in zip(model.output_names, expected, strict=True):
-            diff = np.abs(got[out].astype(np.float64) - want)
-            scale = float(np.abs(want).max()) or 1.0
-            e = float(diff.max()) / scale if diff.size else 0.0
-            if not e <= MATCH_RTOL:  # NaN fails too
-                raise ModelMismatchError(
-                    f"tuned model {graph.name!r}: output {out!r} is off onnxruntime's by {e:.2e} of its "
-                    f"largest value (allowed {MATCH_RTOL}); a tuned record in {log} is wrong: rerun with "
-                    "--debug and report it"
-                )
-            err = max(err, e)
+        err = _max_rel_err(graph, model, session, inputs, log)
         contenders.append(lambda: session.run(None, inputs))
     names = list(others or {})
     contenders += [others[n](inputs) for n in names]  # type: ignore[index]
@@ -305,12 +334,20 @@ def cmd_tune_model(ns: Any, options: TuneOptions) -> int:
             progress.stop()
             print(f"\ninterrupted: every finished batch is in {log}; continue with --resume", file=sys.stderr)
             return 130
-    race = None
-    if mt.tuner.adapter.spec.style == "cpu":  # onnxruntime runs on this CPU: racing a GPU means nothing
-        try:
-            race = compare_with_onnxruntime(ns.op_file, graph=mt.graph, log=log, target=str(mt.tuner.target))
-        except ModelMismatchError:
-            print_model_summary(mt, None)  # what was tuned is in the log; then the one-line error
-            raise
+    race, err = None, None
+    target = str(mt.tuner.target)
+    try:
+        if mt.tuner.adapter.spec.style == "cpu":
+            race = compare_with_onnxruntime(ns.op_file, graph=mt.graph, log=log, target=target)
+        else:  # outputs checked on every target; onnxruntime runs on this CPU: racing a GPU means nothing
+            err = check_with_onnxruntime(ns.op_file, graph=mt.graph, log=log, target=target)
+    except ModelMismatchError:
+        print_model_summary(mt, None)  # what was tuned is in the log; then the one-line error
+        raise
     print_model_summary(mt, race)
+    if err is not None:
+        print(
+            f"outputs match onnxruntime's on this CPU (max error {err:.1e} of the largest value); "
+            f"no timing race on {target}"
+        )
     return 0
