@@ -1,4 +1,4 @@
-"""Review fixes: a logged record shown by the report, or compiled by compile_model, is lowered and
+"""A logged record shown by the report, or compiled by compile_model, is lowered and
 rendered first in the compile worker with its limits; the report lowers for the record's target."""
 
 import time
@@ -84,12 +84,6 @@ def test_the_report_lowers_an_opencl_record_for_opencl():
     inst = _matmul(M=16, N=16, K=16)
     view = code_view(_record(inst, "opencl"), inst)
     assert "__kernel" in view.generated and view.loop_ir, view.note
-
-
-def test_run_style_passes_is_gone():
-    from autosched.lower import pipeline
-
-    assert not hasattr(pipeline, "run_style_passes")  # report/code.py lowers with target= instead
 
 
 def _tiny_matmul_onnx(path):

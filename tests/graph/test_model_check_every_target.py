@@ -1,4 +1,4 @@
-"""Review fix: ``autosched tune model.onnx`` checks the tuned model's outputs against onnxruntime (on
+"""``autosched tune model.onnx`` checks the tuned model's outputs against onnxruntime (on
 this CPU) on every target; only the timing race is left out on non-CPU targets."""
 
 from types import SimpleNamespace

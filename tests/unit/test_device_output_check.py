@@ -1,4 +1,4 @@
-"""Review fixes in measuring: the device measurer checks outputs as the CPU runner does."""
+"""The device measurer checks outputs as the CPU runner does: the same garbage fill and comparison."""
 
 import numpy as np
 import pytest
