@@ -225,7 +225,7 @@ class LocalRunner:
         reply = self._call(message, wait)
         run_s = time.perf_counter() - t0
         if reply[0] == "ok":
-            timing = self.timing.to_json()
+            timing = {**self.timing.to_json(), "alignment_bytes": ALIGNMENT_BYTES}  # buffers timed on
             costs = tuple(reply[1])
             result = MeasureResult(costs, build_s=b.build_s, run_s=run_s, check=task.check, timing=timing)
             self._best[key] = min(best, result.median)

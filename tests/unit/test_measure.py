@@ -110,6 +110,7 @@ def test_runner_survives_faults(add_task: MeasureTask, libs: dict[str, BuildResu
     assert "at (255,)" in res[5].error_msg  # the skipped element, still garbage (NaN)
     for r in (res[0], res[2], res[8]):
         assert r.ok and len(r.costs) == 3 and all(c > 0 for c in r.costs) and r.median < 1e-3
+        assert r.timing is not None and r.timing["alignment_bytes"] == 64  # what the buffers were timed on
     assert "possibly out of memory" in res[11].error_msg and "possibly" not in res[6].error_msg
     assert res[9].build_s == 0.5 and res[9].costs == ()
     assert elapsed < 15, f"fault injection took {elapsed:.1f} s"
