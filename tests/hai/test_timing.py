@@ -74,7 +74,8 @@ def test_the_runner_records_its_timing_policy():
     with LocalMeasurer(LocalBuilder(n_workers=1), runner) as m:
         (res,) = m.measure(task, [default_schedule(C).trace])
     assert res.ok and len(res.costs) == 2, str(res)
-    assert res.timing == {"repeat": 2, "warmup": 1, "min_repeat_s": 0.002, "flush_cache": True}
+    assert res.timing == {"repeat": 2, "warmup": 1, "min_repeat_s": 0.002, "flush_cache": True,
+                          "alignment_bytes": 64}  # fmt: skip
 
 
 def test_tuning_logs_say_how_costs_were_timed_and_old_lines_still_load(tmp_path):
@@ -83,8 +84,8 @@ def test_tuning_logs_say_how_costs_were_timed_and_old_lines_still_load(tmp_path)
     options = TuneOptions(trials=2, batch_size=2, baseline=False, repeat=2)
     Tuner([wl.instantiate(M=16, N=16, K=16)], "llvm-cpu", log, options).run()
     records = [r for r in load_records(log).records if r.ok]
-    assert records and all(r.timing == {"repeat": 2, "warmup": 1, "min_repeat_s": 0.002, "flush_cache": False}
-                           for r in records)  # fmt: skip
+    policy = {"repeat": 2, "warmup": 1, "min_repeat_s": 0.002, "flush_cache": False, "alignment_bytes": 64}
+    assert records and all(r.timing == policy for r in records)
     line = records[0].to_json_line()
     assert '"timing":{' in line
     old = line.replace(line[line.index(',"timing"') : line.index("}", line.index(',"timing"')) + 1], "")
