@@ -103,15 +103,18 @@ def _token_inputs(seq: int, vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def bert(small: bool) -> ModelSpec:
-    """A BERT-style encoder: 4 layers, hidden 256, sequence 128 (small: 2 layers, hidden 64, seq 16)."""
+    """BERT-base's shape (12 layers, hidden 768, 12 heads, sequence 128; small: 2 layers, hidden 64, seq 16).
+
+    Random weights from a config, offline; the vocabulary is BERT's 30522 words in full size.
+    """
     _skip_torchvision_ops()
     import torch
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    layers, hidden, seq = (2, 64, 16) if small else (4, 256, 128)
+    layers, hidden, heads, seq, vocab = (2, 64, 4, 16, 1000) if small else (12, 768, 12, 128, 30522)
     config = BertConfig(
-        vocab_size=1000, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
         intermediate_size=4 * hidden, max_position_embeddings=512, attn_implementation="eager",
     )  # fmt: skip
     model = BertModel(config, add_pooling_layer=False).eval()
