@@ -144,6 +144,12 @@ class Tuner:
         self.reporter = reporter or (lambda event, task: None)
         self._own_measurer = measurer is None
         self.measurer = measurer or self._local_measurer()
+        # --- farms (issue 15): records carry the chip of the workers that time this target ---
+        farm_chip = getattr(self.measurer, "chip_facts", None)
+        if farm_chip is not None:
+            self.chip = farm_chip(self.target)
+            self.fingerprint = fingerprint_of(self.target, self.chip)
+        # --- end farms ---
         cores = self.options.num_threads or self.chip.cores
         lanes = max(4, self.chip.vector_bits // 32)
         self.model = self._shared_model()
