@@ -74,6 +74,8 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     from .progress import TuneProgress, print_summary
     from .tune import Tuner
 
+    if ns.op_file.endswith(".onnx") and ns.cluster:
+        raise AutoschedError("--cluster tunes operator files; a model .onnx is tuned on this machine for now")
     if ns.op_file.endswith(".onnx"):  # a model: its tasks tuned together (graph/tune_model.py, issue 12)
         from .graph.tune_model import cmd_tune_model
 
@@ -81,6 +83,10 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     instances = _instances(ns.op_file, ns.workload, parse_args_kv(ns.args or []))
     log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"
     options = tune_options(ns)
+    if ns.cluster:  # a measurement farm (issue 15): Dask is imported only on this path
+        from .farm_cli import cmd_tune_farm
+
+        return cmd_tune_farm(ns, instances, log, options)
     with TuneProgress(options.trials) as progress:
         tuner = Tuner(instances, ns.target, log, options, reporter=progress.report)
         progress.header(tuner)
@@ -184,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--transfer-top", type=int, default=16, metavar="K",
                    help="foreign schedules measured first with --transfer-from (default 16)")  # fmt: skip
     # --- end logs across chips ---
+    # --- measurement farms (issue 15): farm_cli.py ---
+    t.add_argument("--cluster", metavar="tcp://HOST:8786 | local:N",
+                   help="measure on a Dask farm (a scheduler's address, or N local worker processes); "
+                        "--target may then list several targets (a,b) or be all")  # fmt: skip
     t.set_defaults(func=cmd_tune)
 
     d = sub.add_parser("devices", help="list the targets this machine can run, with chip facts")
@@ -209,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     lg.set_defaults(func=cmd_logs)
     add_build_parser(sub)  # autosched build: runtime/cli_build.py
     add_report_parser(sub)  # autosched report, autosched profile: report/cli.py
+    from .farm_cli import add_worker_parser
+
+    add_worker_parser(sub)  # autosched worker: farm_cli.py (imports Dask only when it runs)
     return p
 
 

@@ -1,0 +1,183 @@
+"""``autosched tune ... --cluster`` and ``autosched worker``: tuning on a measurement farm (issue 15).
+
+``tune_on_farm`` tunes the same workloads for every target asked for (``--target llvm-cpu,opencl``, or
+``all``: every target the farm's workers own) in one run: one Tuner per target, each with its own cost
+model, all appending to one log, each measuring on its own chip's workers at the same time as the others.
+``autosched worker`` starts a Dask worker (under a nanny, which restarts it if it dies) that owns the
+given targets: its resources name their chips, and its plugin reports their facts to the tuner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import AutoschedError
+
+if TYPE_CHECKING:  # the tuner is imported when a run starts: `autosched --help` stays quick
+    from .tune import TaskState, TuneOptions, Tuner
+
+_LOG_LOCK = threading.Lock()  # the targets' tuners share one log: one batch written at a time
+
+
+def _shared_log_tuner(*args: Any, **kwargs: Any) -> Tuner:
+    """A Tuner whose batches are appended under a lock, for tuners of several targets in threads."""
+    from .tune import Tuner
+
+    class SharedLogTuner(Tuner):
+        def _record(self, task: TaskState, candidates: Any, results: Any) -> None:
+            with _LOG_LOCK:
+                super()._record(task, candidates, results)
+
+    return SharedLogTuner(*args, **kwargs)
+
+
+def requested_targets(text: str) -> list[str] | None:
+    """``--target`` as a list (``a,b``); None for ``all`` (what the farm offers)."""
+    if text.strip() == "all":
+        return None
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def local_targets() -> list[str]:
+    """The targets this machine runs kernels on (``--cluster local:N --target all``)."""
+    from .hai.registry import get_adapter, kinds
+
+    found = []
+    for kind in kinds():
+        try:
+            adapter = get_adapter(kind)
+            adapter.info()
+        except Exception:  # a missing driver or package: not offered
+            continue
+        if adapter.spec.can_run and kind != "sim":
+            found.append(kind)
+    return found
+
+
+def tune_on_farm(
+    farm: Any,
+    instances: Sequence[Any],
+    targets: Sequence[str],
+    log: str | Path,
+    options: TuneOptions,
+    *,
+    backend: Any = None,
+    reporter: Any = None,
+    scheduled: bool = True,
+    on_tuner: Any = None,
+) -> dict[str, tuple[Tuner, list[TaskState]]]:
+    """Tune ``instances`` for each target on ``farm``, all at once; returns target -> (tuner, tasks).
+
+    ``on_tuner(tuner)`` is called for each tuner before it runs (headers, notes of resumed logs).
+    A FarmLostError from any target stops the run (the finished batches of all are in the log).
+    """
+    tuners = []
+    for target in targets:
+        measurer = farm.measurer(target, backend)
+        tuners.append(
+            _shared_log_tuner(instances, target, log, options, measurer=measurer, reporter=reporter)
+        )
+    for tuner in tuners:
+        if on_tuner is not None:
+            on_tuner(tuner)
+        else:
+            for task in tuner.tasks:
+                tuner.load_previous(task)
+
+    def run(tuner: Tuner) -> list[TaskState]:
+        return tuner.run_scheduled() if scheduled and len(tuner.tasks) > 1 else tuner.run()
+
+    if len(tuners) == 1:
+        return {str(tuners[0].target): (tuners[0], run(tuners[0]))}
+    with ThreadPoolExecutor(len(tuners), thread_name_prefix="autosched-farm") as pool:
+        futures = [pool.submit(run, t) for t in tuners]
+        return {str(t.target): (t, f.result()) for t, f in zip(tuners, futures)}
+
+
+def cmd_tune_farm(ns: argparse.Namespace, instances: list[Any], log: str, options: TuneOptions) -> int:
+    """``autosched tune OP --cluster ...``: the farm's summary per target; exit 2 when the farm is lost."""
+    from .measure.farm import Farm, FarmLostError
+    from .progress import TuneProgress, print_summary
+
+    wanted = requested_targets(ns.target)
+    with TuneProgress(options.trials) as progress:
+        owned = (wanted or local_targets()) if ns.cluster.startswith("local:") else []  # local:N workers own
+        with Farm.connect(ns.cluster, owned, on_note=progress.note) as farm:
+            targets = wanted or farm.targets()
+            progress.note(f"tuning on {len(targets)} target(s) of the farm: {', '.join(targets)}")
+
+            def begin(tuner: Tuner) -> None:
+                progress.header(tuner)
+                for task in tuner.tasks:
+                    for note in tuner.load_previous(task):
+                        progress.note(note)
+
+            scheduled = ns.task_scheduler == "gradient"
+            try:
+                done = tune_on_farm(farm, instances, targets, log, options, reporter=progress.report,
+                                    scheduled=scheduled, on_tuner=begin)  # fmt: skip
+            except FarmLostError as e:
+                progress.stop()
+                raise FarmLostError(f"{e} (log {log})") from e
+            except KeyboardInterrupt:
+                progress.stop()
+                print(
+                    f"\ninterrupted: every finished batch is in {log}; continue with --resume",
+                    file=sys.stderr,
+                )
+                return 130
+    for tuner, tasks in done.values():
+        print_summary(tasks, tuner)
+    return 0
+
+
+# autosched worker ---------------------------------------------------------------------------------
+
+
+def add_worker_parser(sub: Any) -> None:
+    w = sub.add_parser("worker", help="join a measurement farm: a Dask worker that owns the given targets")
+    w.add_argument("--scheduler", required=True, metavar="tcp://HOST:8786", help="the Dask scheduler")
+    w.add_argument("--target", action="append", required=True,
+                   help="a target this worker times, e.g. llvm-cpu or 'llvm-cpu -mcpu=haswell' (repeatable; "
+                        "all: every target this machine runs)")  # fmt: skip
+    w.add_argument("--name", help="the worker's name in the farm (default: Dask's)")
+    w.set_defaults(func=cmd_worker)
+
+
+def cmd_worker(ns: argparse.Namespace) -> int:
+    """Start a nanny and its worker; runs until the nanny closes (Ctrl-C, or the scheduler says so)."""
+    import asyncio
+
+    from .measure.farm import _import_distributed
+
+    distributed = _import_distributed()
+    import dask
+
+    from .measure.farm_worker import ChipFactsPlugin, chip_facts, chip_resource
+    from .target import parse_target
+
+    names = [t for word in ns.target for t in (local_targets() if word == "all" else [word])]
+    targets = [str(parse_target(t)) for t in names]
+    facts = {t: chip_facts(t) for t in targets}
+    resources = {chip_resource(fp): 1 for fp, _ in facts.values()}
+    for t, (fp, chip) in facts.items():
+        print(f"autosched worker: {t}: {chip.name} ({fp}), resource {chip_resource(fp)}", file=sys.stderr)
+
+    async def serve() -> None:
+        async with distributed.Nanny(ns.scheduler, nthreads=1, resources=resources, name=ns.name,
+                                     plugins=(ChipFactsPlugin(targets),)) as nanny:  # fmt: skip
+            print(f"autosched worker: joined {ns.scheduler}", file=sys.stderr)
+            await nanny.finished()
+
+    with dask.config.set({"distributed.worker.daemon": False}):  # the worker starts builder and runner
+        try:
+            asyncio.run(serve())
+        except OSError as e:
+            raise AutoschedError(f"--scheduler {ns.scheduler}: cannot join the farm ({e})") from e
+    return 0

@@ -1,0 +1,283 @@
+"""Measurement farms on Dask distributed: many machines and chips behind the local measurer's interface.
+
+A :class:`Farm` is a connection to a Dask scheduler (``tcp://HOST:8786``) or a ``distributed.LocalCluster``
+of N worker processes (``local:N``). A :class:`FarmMeasurer` measures the candidates of one target on it:
+each candidate's build is a Dask task on any worker, its timing a task pinned with
+``resources={chip:<fingerprint>: 1}`` to the workers that own that chip (one timing per worker at a time;
+a host lock keeps two workers of one machine off one device). The measurer's chip facts are those the
+farm's workers report, so every record names the chip that timed it.
+
+Faults: a candidate in flight on a worker that dies is submitted once more, then recorded as a "crash";
+the run goes on with the workers left and says so; when the scheduler goes away (or no worker owns the
+chip any more) :class:`FarmLostError` stops the run after the last finished batch, which is in the log,
+so ``--resume`` continues. Dask is imported only in this module and :mod:`.farm_worker`'s callers.
+
+Example::
+
+    with Farm.connect("local:2", ["llvm-cpu"]) as farm:
+        tuner = Tuner([inst], "llvm-cpu", log, options, measurer=farm.measurer("llvm-cpu"))
+        tuner.run()
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import AutoschedError
+from ..target import parse_target
+from .farm_worker import (
+    ChipFactsPlugin,
+    LocalBackend,
+    build_task,
+    chip_facts,
+    chip_resource,
+    report_chips,
+    run_task,
+)
+from .farm_worker import measure_task as _measure_task
+from .result import MeasureResult
+from .task import MeasureTask
+
+POLL_S = 0.5  # how often a waiting batch looks at the farm's workers
+NO_WORKER_S = 60.0  # a chip without any worker this long stops the run (its batch is not logged)
+Note = Callable[[str], None]
+
+
+class FarmError(AutoschedError):
+    """The farm cannot be used: no scheduler at the address, no worker owning a target, Dask missing."""
+
+
+class FarmLostError(FarmError):
+    """The farm went away mid-run: every finished batch is in the log; continue with --resume."""
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError as e:
+        raise FarmError(
+            f"--cluster needs Dask distributed ({e}); install it with pip install 'autosched[dask]'"
+        ) from e
+    return distributed
+
+
+def _stderr_note(text: str) -> None:
+    print(f"note: {text}", file=sys.stderr)
+
+
+def _hold(task: MeasureTask) -> MeasureTask:
+    """A task's data as a Dask result: recomputed from the graph if the worker holding it dies."""
+    return task
+
+
+class Farm:
+    """A Dask client, and the cluster when this process started it (``local:N``)."""
+
+    def __init__(self, client: Any, cluster: Any = None, address: str = "", on_note: Note = _stderr_note):
+        self.client, self.cluster, self.address, self.on_note = client, cluster, address, on_note
+
+    @staticmethod
+    def connect(spec: str, targets: Sequence[str] = ("llvm-cpu",), on_note: Note = _stderr_note) -> Farm:
+        """``spec``: ``tcp://HOST:PORT`` (a running scheduler) or ``local:N`` (N local worker processes,
+        one thread each, every one owning ``targets``; a worker that dies is restarted by its nanny)."""
+        distributed = _import_distributed()
+        if spec.startswith("local:"):
+            try:
+                n = int(spec.split(":", 1)[1])
+            except ValueError:
+                n = 0
+            if n < 1:
+                raise FarmError(f"--cluster {spec!r}: expected local:N with N >= 1 worker processes")
+            return Farm._local(distributed, n, [str(parse_target(t)) for t in targets], on_note)
+        if "://" not in spec:
+            raise FarmError(f"--cluster {spec!r}: expected tcp://HOST:PORT (a Dask scheduler) or local:N")
+        try:
+            client = distributed.Client(spec, timeout=10, set_as_default=False)
+        except OSError as e:
+            raise FarmError(
+                f"--cluster {spec}: no Dask scheduler answers there ({e}); start one with "
+                "`dask scheduler` and workers with `autosched worker --scheduler ADDRESS --target T`"
+            ) from e
+        return Farm(client, None, spec, on_note)
+
+    @staticmethod
+    def _local(distributed: Any, n: int, targets: list[str], on_note: Note) -> Farm:
+        import dask
+
+        resources = {chip_resource(chip_facts(t)[0]): 1 for t in targets}
+        # Worker processes start children (builder, runner), so they may not be daemons; a worker that
+        # dies fails its tasks at once (allowed-failures 0): the measurer decides about a second try.
+        config = {"distributed.worker.daemon": False, "distributed.scheduler.allowed-failures": 0,
+                  "distributed.admin.system-monitor.gil.enabled": False}  # fmt: skip
+        with dask.config.set(config):
+            cluster = distributed.LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, resources=resources,
+                dashboard_address=None, silence_logs=40,
+            )  # fmt: skip
+            client = distributed.Client(cluster, set_as_default=False)
+        client.register_plugin(ChipFactsPlugin(targets))
+        return Farm(client, cluster, f"local:{n}", on_note)
+
+    # What the farm offers -------------------------------------------------------------------------
+    def workers(self) -> dict[str, dict[str, Any]]:
+        """Worker address -> its scheduler info (resources among it)."""
+        return dict(self.client.scheduler_info(n_workers=-1)["workers"])
+
+    def chips(self) -> dict[str, dict[str, tuple[str, Any]]]:
+        """Worker address -> {target: (fingerprint, ChipInfo)} as each worker's plugin measured them."""
+        return dict(self.client.run(report_chips))
+
+    def targets(self) -> list[str]:
+        """Every target some worker owns, in a stable order (``--target all``)."""
+        return sorted({t for owned in self.chips().values() for t in owned})
+
+    def measurer(self, target: str, backend: Any = None) -> FarmMeasurer:
+        return FarmMeasurer(self, target, backend or LocalBackend())
+
+    def close(self) -> None:
+        try:
+            self.client.close(timeout=5)
+        except Exception:
+            pass  # the scheduler is gone already
+        if self.cluster is not None:
+            try:
+                self.cluster.close(timeout=10)
+            except Exception:
+                pass
+
+    def __enter__(self) -> Farm:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FarmMeasurer:
+    """Measures one target's candidates on a farm (the interface of LocalMeasurer and FakeMeasurer)."""
+
+    def __init__(self, farm: Farm, target: str, backend: Any):
+        self.farm, self.client, self.backend = farm, farm.client, backend
+        self.target = str(parse_target(target))
+        self.fingerprint, self.chip, owners = self._find_chip()
+        self.resource = chip_resource(self.fingerprint)
+        self.separate_build = bool(backend.separate_build(self.target))
+        self._known = set(self.farm.workers())
+        self._refs: dict[int, tuple[MeasureTask, Any]] = {}
+        self._no_worker_since: float | None = None
+        self.resubmitted = 0  # candidates measured again after their worker died
+        farm.on_note(f"farm {farm.address}: {len(owners)} worker(s) time {self.target} ({self.fingerprint}), "
+                     f"{len(self._known)} build")  # fmt: skip
+
+    def _find_chip(self) -> tuple[str, Any, list[str]]:
+        """The chip of this target that most workers own (others are named: tune them separately)."""
+        groups: dict[str, tuple[Any, list[str]]] = {}
+        for addr, owned in self.farm.chips().items():
+            if self.target in owned:
+                fp, chip = owned[self.target]
+                groups.setdefault(fp, (chip, []))[1].append(addr)
+        if not groups:
+            offered = ", ".join(self.farm.targets()) or "none"
+            raise FarmError(
+                f"no worker of the farm {self.farm.address} owns target {self.target!r} "
+                f"(offered: {offered}); "
+                f"start one with: autosched worker --scheduler ADDRESS --target '{self.target}'"
+            )
+        fp = max(groups, key=lambda k: (len(groups[k][1]), k))
+        for other, (_, addrs) in groups.items():
+            if other != fp:
+                self.farm.on_note(f"{len(addrs)} worker(s) own {self.target} on another chip ({other}): not "
+                                  "used in this run")  # fmt: skip
+        return fp, groups[fp][0], groups[fp][1]
+
+    def chip_facts(self, target: Any = None) -> Any:
+        """The ChipInfo of the workers that time this target (the Tuner records it with every result)."""
+        return self.chip
+
+    # Measuring ------------------------------------------------------------------------------------
+    def _ref(self, task: MeasureTask) -> Any:
+        if id(task) not in self._refs:  # the task's arrays go to the farm once, not with every candidate
+            self._refs[id(task)] = (task, self.client.submit(_hold, task, pure=False))
+        return self._refs[id(task)][1]
+
+    def _submit(self, ref: Any, trace: Any) -> Any:
+        pin = {"resources": {self.resource: 1}, "pure": False}
+        if not self.separate_build:
+            return self.client.submit(_measure_task, self.backend, ref, trace, **pin)
+        built = self.client.submit(build_task, self.backend, ref, trace, pure=False)
+        return self.client.submit(run_task, self.backend, ref, built, trace, **pin)
+
+    def measure(self, task: MeasureTask, traces: Sequence[Any]) -> list[MeasureResult]:
+        """One result per trace, in order; raises FarmLostError only when the farm itself is gone."""
+        distributed = _import_distributed()
+        ref = self._ref(task)
+        results: list[MeasureResult | None] = [None] * len(traces)
+        tries = [1] * len(traces)
+        pending = {self._submit(ref, trace): i for i, trace in enumerate(traces)}
+        while pending:
+            try:
+                with self.client.as_current():  # wait() takes the default client; ours is not one
+                    done, _ = distributed.wait(list(pending), timeout=POLL_S, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            for fut in done:
+                i = pending.pop(fut)
+                res = self._outcome(fut, distributed)
+                if res is None and tries[i] < 2:  # its worker died: once more, elsewhere if need be
+                    tries[i] += 1
+                    self.resubmitted += 1
+                    pending[self._submit(ref, traces[i])] = i
+                elif res is None:
+                    msg = "the farm worker measuring this candidate died, twice (it may crash its worker)"
+                    results[i] = MeasureResult((), "crash", msg, check=task.check)
+                else:
+                    results[i] = res
+            self._watch()
+        return [r for r in results if r is not None]
+
+    def _outcome(self, fut: Any, distributed: Any) -> MeasureResult | None:
+        """The result, or None when the worker died under it; a farm gone raises FarmLostError."""
+        if fut.status == "finished":
+            return fut.result()  # type: ignore[no-any-return]
+        if fut.status == "cancelled" or self.client.status != "running":
+            raise self._lost("the client lost its connection to the scheduler")
+        exc = fut.exception()
+        if isinstance(exc, distributed.KilledWorker) or "worker" in type(exc).__name__.lower():
+            return None
+        return MeasureResult((), "run", f"farm task failed: {type(exc).__name__}: {exc}")
+
+    def _lost(self, why: str) -> FarmLostError:
+        return FarmLostError(
+            f"the farm {self.farm.address} went away ({why}); the batch in flight is not logged, every "
+            "finished batch is: start the farm again and continue with --resume"
+        )
+
+    def _watch(self) -> None:
+        """Say when workers leave or join; stop when the scheduler or every owner of the chip is gone."""
+        if self.client.status != "running":
+            raise self._lost(f"client status {self.client.status}")
+        try:
+            workers = self.farm.workers()
+        except Exception as e:
+            raise self._lost(f"{type(e).__name__}: {e}") from e
+        owners = [a for a, w in workers.items() if w.get("resources", {}).get(self.resource)]
+        gone, new = self._known - set(workers), set(workers) - self._known
+        for addr in sorted(gone):
+            self.farm.on_note(
+                f"worker {addr} left the farm; its candidates in flight are measured again; going on "
+                f"with {len(workers)} worker(s), {len(owners)} timing {self.target}"
+            )
+        for addr in sorted(new):
+            self.farm.on_note(f"worker {addr} joined the farm ({len(workers)} now)")
+        self._known = set(workers)
+        if owners:
+            self._no_worker_since = None
+        elif self._no_worker_since is None:
+            self._no_worker_since = time.monotonic()
+        elif time.monotonic() - self._no_worker_since > NO_WORKER_S:
+            raise self._lost(f"no worker has owned {self.target} ({self.fingerprint}) for {NO_WORKER_S:g} s")
+
+    def close(self) -> None:
+        self._refs.clear()  # releases the tasks' data on the workers
