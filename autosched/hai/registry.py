@@ -26,6 +26,7 @@ BUILTIN = {
     "opencl": "autosched.hai.opencl:OpenCLAdapter",
     "cuda": "autosched.hai.cuda:CUDAAdapter",
     "null": "autosched.hai.null:NullAdapter",
+    "sim": "autosched.hai.sim:SimAdapter",  # a chip file's chip, timed by autosched.sim's model
 }
 ADAPTERS = dict(BUILTIN)  # tests narrow this; entry points are added by adapter_paths()
 

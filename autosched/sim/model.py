@@ -1,0 +1,356 @@
+"""The time model: seconds of a lowered kernel on a chip file's chip, from the loop IR alone.
+
+Per store (one statement and the loops around it) it bounds the time by each resource:
+
+- ``compute``: vector instructions against the ports that run them (FMA units, load and store ports,
+  issue width). Lanes are filled by the vectorized loop as codegen emits it (``<N x float>`` splits
+  into ceil(N / lanes) registers); an access the vector loop cannot load contiguously costs a lane at
+  a time. Loads that do not depend on a loop are hoisted out of it (as LICM does); an accumulator whose
+  address the innermost serial loop does not move stays in a register across that loop.
+- ``chain``: the dependency chain of an accumulator: each iteration of the innermost reduction loop
+  waits FMA latency (plus a store-to-load forward when the accumulators live in memory: spilled past
+  the vector registers, or indexed by a serial loop inside the reduction).
+- ``L2``, ``L3``, ..., ``DRAM``: lines that miss one level, from the footprints of :mod:`.reuse`, at the
+  next level's bandwidth (write lines count twice: fetched and written back). Kernels are timed warm, so
+  a program that fits the last level moves nothing from memory.
+
+A store's time is its largest bound plus ``overlap`` of the others (they overlap imperfectly). Under a
+parallel loop of extent P on C cores each core runs ceil(P / C) of the P iterations; memory bandwidth
+is shared. Each parallel region entered and each heap allocation costs a fixed time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..codegen.llvm_vector import affine_index, why_not_vectorizable
+from ..lower.ir import Allocate, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from ..te.expr import Binary, Call, Cast, Compare, Expr, Logical, Not, Select, Var
+from .chip import ChipSpec
+from .reuse import DTYPE_BYTES, Access, accesses, footprint_lines
+
+MATH_OPS = {"exp": 14, "log": 16, "tanh": 20, "sigmoid": 18, "erf": 24, "sqrt": 6, "rsqrt": 8, "pow": 32,
+            "abs": 1, "floor": 1, "ceil": 1}  # fmt: skip
+HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Constants fitted to measurements (see benchmarks/simulator.py), not chip facts."""
+
+    overlap: float = 0.25  # fraction of the non-dominant bounds that does not hide under the largest
+    issue_width: int = 4  # instructions a core starts per cycle
+    div_ops: int = 8  # FMA-port slots of one vector division
+    reserved_registers: int = 4  # vector registers kept for operands (not accumulators)
+    cache_fill: float = 0.9  # share of a cache a tile may fill before it misses (associativity, others)
+    loop_uops: int = 2  # increment and compare-branch per iteration of a real loop
+    call_us: float = 0.3  # entering the kernel
+    unroll_threshold: float = 200.0  # instructions of a loop body LLVM still unrolls fully
+    alloc_us: float = 0.2  # one heap allocation and free
+
+
+@dataclass
+class StoreTime:
+    """The bounds of one store (seconds, on the cores that run it) and the time they give."""
+
+    buffer: str
+    loops: tuple[str, ...]  # "name extent kind", outermost first
+    executions: float
+    bounds: dict[str, float]
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def dominant(self) -> str:
+        return max(self.bounds, key=lambda k: self.bounds[k]) if self.bounds else "none"
+
+
+@dataclass
+class Prediction:
+    """The modeled time of one kernel, with the stores it comes from (``explain`` prints them)."""
+
+    chip: ChipSpec
+    name: str
+    stores: list[StoreTime]
+    fixed_s: float
+    seconds: float
+
+
+def predict(func: PrimFunc, chip: ChipSpec, calib: Calibration | None = None) -> Prediction:
+    """Modeled seconds of one run of ``func`` on ``chip``. Example: ``predict(lower(s, args), chip).seconds``."""
+    m = _Model(chip, calib or Calibration())
+    m.total_bytes = sum(b.size * DTYPE_BYTES.get(b.dtype, 4) for b in func.params)
+    m.visit(func.body, [])
+    fixed = (m.calib.call_us + m.regions * chip.parallel_overhead_us + m.heap_allocs * m.calib.alloc_us) * 1e-6
+    total = fixed + sum(s.seconds for s in m.stores)
+    return Prediction(chip, func.name, m.stores, fixed, total)
+
+
+def _loop_label(lp: For) -> str:
+    return f"{lp.var.name} {lp.extent}" + ("" if lp.kind == "serial" else f" {lp.kind}")
+
+
+class _Model:
+    def __init__(self, chip: ChipSpec, calib: Calibration):
+        self.chip, self.calib = chip, calib
+        self.stores: list[StoreTime] = []
+        self.memo: dict[int, dict[int, float]] = {}
+        self.vec_ok: dict[int, bool] = {}
+        self.regions = 0.0
+        self.heap_allocs = 0.0
+        self.total_bytes = 0
+
+    def visit(self, s: Stmt, loops: list[For]) -> None:
+        if isinstance(s, For):
+            if s.extent <= 0:
+                return
+            if s.kind == "parallel" and not any(lp.kind == "parallel" for lp in loops):
+                self.regions += math.prod(lp.extent for lp in loops)
+            self.visit(s.body, [*loops, s])
+        elif isinstance(s, Seq):
+            for x in s.stmts:
+                self.visit(x, loops)
+        elif isinstance(s, IfThenElse):  # guards: counted as if always taken (an upper bound)
+            self.visit(s.then, loops)
+            if s.otherwise is not None:
+                self.visit(s.otherwise, loops)
+        elif isinstance(s, Allocate):
+            nbytes = s.buffer.size * DTYPE_BYTES.get(s.buffer.dtype, 4)
+            if nbytes > HEAP_ABOVE_BYTES:
+                self.heap_allocs += math.prod(lp.extent for lp in loops)
+            self.total_bytes += nbytes
+            self.visit(s.body, loops)
+        elif isinstance(s, Store):
+            self.stores.append(self.store(s, loops))
+
+    def vector_loop(self, loops: list[For]) -> For | None:
+        """The loop codegen emits in vector types: the outermost vectorized one it can vectorize."""
+        for lp in loops:
+            if lp.kind == "vectorized" and lp.extent > 1:
+                ok = self.vec_ok.get(id(lp))
+                if ok is None:
+                    ok = self.vec_ok[id(lp)] = why_not_vectorizable(lp) is None
+                return lp if ok else None
+        return None
+
+    # One store ----------------------------------------------------------------------------------
+    def store(self, s: Store, loops: list[For]) -> StoreTime:
+        chip, cal = self.chip, self.calib
+        lanes = chip.lanes
+        n_exec = float(math.prod(lp.extent for lp in loops))
+        vec = self.vector_loop(loops)
+        loads: list[Load] = []
+        fp_ops = self.scan(s.value, loads)
+        acc_list = accesses(s, loads, self.memo)
+        store_acc = acc_list[0]
+        is_acc = any(ld.buffer is s.buffer for ld in loads)
+        notes: list[str] = []
+        auto_vec = False
+        if vec is None:
+            auto_vec = self.auto_vectorized(s, loads, loops, is_acc)
+        if vec is not None:
+            vlen, regs_per_group = vec.extent, math.ceil(vec.extent / lanes)
+            if vec.extent % lanes and vec.extent > lanes:
+                notes.append(f"vector {vec.var.name} of {vec.extent} fills {vec.extent / (regs_per_group * lanes):.0%}")
+        elif auto_vec:
+            vlen, regs_per_group = lanes, 1
+        else:
+            vlen, regs_per_group = 1, 1
+        groups = n_exec / vlen  # executions of the (vector) body
+        # Which loops really iterate (not unrolled, not the vector one): hoisting and promotion act on them.
+        body = regs_per_group * (fp_ops + len(loads) + 1)
+        flat = self.fully_unrolled(loops, body)
+        real = [lp for lp in loops if lp.kind not in ("unrolled", "vectorized") and lp.extent > 1
+                and id(lp) not in flat]  # fmt: skip
+        # Accumulator promoted to a register across the innermost real loops it does not move with.
+        promoted = 1.0
+        for lp in reversed(real):
+            if is_acc and not store_acc.depends_on(id(lp.var)):
+                promoted *= lp.extent
+            else:
+                break
+        stores = groups * regs_per_group / promoted
+        n_loads, shuffles = 0.0, 0.0
+        for acc in acc_list:
+            if not acc.read:
+                continue
+            if acc.buffer is s.buffer:
+                n_loads += stores
+                continue
+            reps = math.prod(lp.extent for lp in loops if lp is not vec and acc.depends_on(id(lp.var)))
+            per, shuf = self.vector_access(acc, vec, regs_per_group, lanes)
+            n_loads += reps * per
+            shuffles += reps * shuf
+        if vec is not None:
+            st = affine_index(s.buffer, s.indices, vec.var)
+            if st is None or st.coeff > 4 or st.coeff < 0:  # scattered lane by lane
+                stores *= vlen / regs_per_group
+                shuffles += groups * vlen
+            elif st.coeff == 0:  # a reduction over the lanes: a tree of log2(N) vector ops
+                fp_ops += math.log2(vlen) + 1
+        fp = groups * regs_per_group * fp_ops
+        inner_real = real[-1] if real else None
+        iters = n_exec / math.prod(lp.extent for lp in loops[loops.index(inner_real) + 1 :]) if inner_real else 1
+        uops = fp + n_loads + stores + shuffles + cal.loop_uops * iters
+        cycles = max(fp / chip.fma_units, n_loads / chip.load_ports, stores / chip.store_ports,
+                     uops / cal.issue_width)  # fmt: skip
+        chain = self.chain(s, loops, vec, is_acc, store_acc, regs_per_group, promoted, flat, notes)
+        par, per_core = self.parallel(loops)
+        clock = chip.clock_ghz * 1e9
+        bounds = {"compute": cycles / clock * per_core, "chain": chain * n_exec / clock * per_core}
+        bounds.update(self.memory(acc_list, loops, n_exec, par, per_core))
+        big = max(bounds.values())
+        seconds = big + cal.overlap * (sum(bounds.values()) - big)
+        return StoreTime(s.buffer.name, tuple(map(_loop_label, loops)), n_exec, bounds, seconds, notes)
+
+    def fully_unrolled(self, loops: list[For], body: float) -> set[int]:
+        """Serial loops LLVM unrolls completely itself: innermost first, while the unrolled body stays
+        under its full-unroll threshold (constant trip counts, O3)."""
+        out: set[int] = set()
+        cost = body
+        for lp in reversed(loops):
+            if lp.kind in ("unrolled", "vectorized") or lp.extent == 1:
+                cost *= lp.extent if lp.kind == "unrolled" else 1
+                continue
+            if lp.kind != "serial" or cost * lp.extent > self.calib.unroll_threshold:
+                break
+            cost *= lp.extent
+            out.add(id(lp))
+        return out
+
+    def auto_vectorized(self, s: Store, loads: list[Load], loops: list[For], is_acc: bool) -> bool:
+        """LLVM's loop vectorizer takes an innermost serial loop that writes and reads unit-stride (or
+        invariant) elements and is not a float reduction (it may not reorder those without fast-math)."""
+        if not loops or loops[-1].kind not in ("serial", "parallel") or loops[-1].extent < self.chip.lanes:
+            return False
+        var = loops[-1].var
+        st = affine_index(s.buffer, s.indices, var)
+        if st is None or st.coeff != 1 or is_acc:
+            return False
+        return all((f := affine_index(ld.buffer, ld.indices, var)) is not None and f.coeff in (0, 1) for ld in loads)
+
+    @staticmethod
+    def vector_access(acc: Access, vec: For | None, regs: int, lanes: int) -> tuple[float, float]:
+        """(load instructions, shuffles) of one read of ``acc`` per vector body."""
+        if vec is None:
+            return 1.0, 0.0
+        worst = (1.0, 0.0)
+        for idx in acc.indices:
+            f = affine_index(acc.buffer, idx, vec.var)
+            if f is None or f.coeff > 4 or f.coeff < 0:
+                cost = (float(vec.extent), float(vec.extent))  # gathered lane by lane
+            elif f.coeff == 0:
+                cost = (1.0, 1.0)  # one element broadcast
+            else:
+                cost = (float(regs * f.coeff), float(regs * (f.coeff - 1)))
+            worst = max(worst, cost)
+        return worst
+
+    def chain(self, s: Store, loops: list[For], vec: For | None, is_acc: bool, store_acc: Access,
+              regs: int, promoted: float, flat: set[int], notes: list[str]) -> float:  # fmt: skip
+        """Cycles per execution that the accumulator's dependency chain needs."""
+        if not is_acc:
+            return 0.0
+        chip, lat = self.chip, float(self.chip.fma_latency_cycles)
+        red = next((k for k in range(len(loops) - 1, -1, -1) if not store_acc.depends_on(id(loops[k].var))
+                    and loops[k].extent > 1), None)  # fmt: skip
+        if red is None:
+            return 0.0
+        tile = loops[red + 1 :]
+        tile_elems = float(math.prod(lp.extent for lp in tile)) or 1.0
+        if loops[red] is vec:  # lanes folded as a tree, then one scalar accumulator per vector body
+            return (lat + chip.store_forward_cycles) / vec.extent
+        accumulators = tile_elems / (vec.extent / regs if vec is not None else 1.0)
+        in_regs = promoted > 1 or all(
+            lp.kind in ("unrolled", "vectorized") or lp.extent == 1 or id(lp) in flat for lp in tile
+        )
+        if accumulators > chip.vector_registers - self.calib.reserved_registers:
+            in_regs = False
+            notes.append(f"{accumulators:.0f} accumulators spill past {chip.vector_registers} registers")
+        if not in_regs:
+            lat += chip.store_forward_cycles
+        return lat / tile_elems
+
+    def parallel(self, loops: list[For]) -> tuple[int, float]:
+        """(cores used, share of the work the busiest core runs)."""
+        par = next((lp for lp in loops if lp.kind == "parallel"), None)
+        if par is None:
+            return 1, 1.0
+        used = min(par.extent, self.chip.cores)
+        return used, math.ceil(par.extent / self.chip.cores) / par.extent
+
+    def memory(self, acc_list: list[Access], loops: list[For], n_exec: float, cores: int,
+               per_core: float) -> dict[str, float]:  # fmt: skip
+        chip, caches = self.chip, self.chip.caches
+        iters = [1.0]
+        for lp in reversed(loops):
+            iters.append(iters[-1] * lp.extent)
+        out: dict[str, float] = {}
+        for c, cache in enumerate(caches):
+            line = cache.line_bytes
+            lines = [footprint_lines(a, loops, line) for a in acc_list]
+            cap = cache.size_bytes / (cores if cache.shared else 1) * self.calib.cache_fill
+            total = [sum(ls[k] for ls in lines) * line for k in range(len(loops) + 1)]
+            kc = max((k for k in range(len(loops) + 1) if total[k] <= cap), default=0)
+
+            def moved(k: int) -> float:
+                return sum(ls[k] * line * (2 if a.write else 1) for ls, a in zip(lines, acc_list)) * (
+                    n_exec / iters[k]
+                )
+
+            traffic = moved(kc)
+            if kc < len(loops):  # a level just past the capacity keeps part of its reuse (LRU, not a wall)
+                keep = min(1.0, max(0.0, (2 * cap - total[kc + 1]) / cap))
+                traffic = traffic ** (1 - keep) * moved(kc + 1) ** keep if keep > 0 else traffic
+            last = c == len(caches) - 1
+            if last and kc == len(loops) and self.total_bytes <= cap:
+                traffic = 0.0  # timed warm: the whole program stays in the last level
+            if last:
+                single = chip.single_core_memory_bandwidth_gbs or chip.memory_bandwidth_gbs
+                bw = min(chip.memory_bandwidth_gbs, single * cores)
+                out["DRAM"] = traffic / (bw * 1e9)
+            else:
+                nxt = caches[c + 1]
+                if nxt.shared:  # one cache for all: its bandwidth adds up over the cores that draw on it
+                    out[f"L{nxt.level}"] = traffic / (nxt.bandwidth_gbs * cores * 1e9)
+                else:  # private: the busiest core's share at one core's bandwidth
+                    out[f"L{nxt.level}"] = traffic * per_core / (nxt.bandwidth_gbs * 1e9)
+        return out
+
+    # Expressions --------------------------------------------------------------------------------
+    def scan(self, e: Expr, loads: list[Load]) -> float:
+        """FMA-port slots of one evaluation of ``e`` (a multiply feeding an add is one FMA)."""
+        ops = 0.0
+        stack = [e]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, Load):
+                loads.append(n)
+            elif isinstance(n, Binary):
+                fl = n.dtype.startswith("float")
+                if fl and n.op in ("+", "-") and any(isinstance(x, Binary) and x.op == "*" for x in (n.a, n.b)):
+                    for x in (n.a, n.b):  # the multiply fuses into this add
+                        stack.extend((x.a, x.b) if isinstance(x, Binary) and x.op == "*" else (x,))
+                    ops += 1
+                    continue
+                if fl:
+                    ops += self.calib.div_ops if n.op == "/" else 1
+                stack.extend((n.a, n.b))
+            elif isinstance(n, Call):
+                ops += MATH_OPS.get(n.name, 10)
+                stack.extend(n.args)
+            elif isinstance(n, (Compare, Logical)):
+                ops += 1
+                stack.extend((n.a, n.b))
+            elif isinstance(n, Select):
+                ops += 1
+                stack.extend((n.cond, n.t, n.f))
+            elif isinstance(n, Cast):
+                ops += 1
+                stack.append(n.value)
+            elif isinstance(n, Not):
+                stack.append(n.a)
+            elif isinstance(n, Var):
+                pass
+        return ops
