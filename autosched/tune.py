@@ -161,13 +161,8 @@ class Tuner:
                 f"target {self.target} compiles only ({self.adapter.spec.description}); tune on a target "
                 "that runs kernels, or check it with python -m autosched.hai.conformance"
             )
-        # --- adapters without linkable objects (GPU-style ones): compiled and timed in a device worker ---
-        if not self.adapter.spec.can_export:
-            from .measure.device_measurer import DeviceMeasurer
-
-            o = self.options
-            return DeviceMeasurer(str(self.target), repeat=o.repeat, timeout_s=o.timeout_s)
-        # --- end GPU-style targets ---
+        # Every target the same way: builders lower (and link, or render) candidates in worker processes;
+        # the runner's worker loads or compiles each with the adapter, checks it and times it.
         from .measure.builder import LocalBuilder
         from .measure.measure import LocalMeasurer
         from .measure.runner import LocalRunner

@@ -45,8 +45,11 @@ class BuildJob:
 
 
 def build_candidate(job: BuildJob) -> BuildResult:
-    """Replay, lower, compile and link one candidate; raises ScheduleError, LowerError or CompileError.
+    """Replay, lower and compile one candidate; raises ScheduleError, LowerError or CompileError.
 
+    An adapter that emits objects gets a shared library at ``job.out_path``; any other adapter's
+    candidate is rendered here (a code generator that refuses or hangs costs this worker, not the
+    runner) and comes back as its lowered function, which the runner's worker compiles and runs.
     Example: ``build_candidate(BuildJob(tuple(args), 2, "llvm-cpu", trace, "matmul", "/tmp/c0/k.so"))``.
     """
     from ..hai.registry import get_adapter
@@ -57,6 +60,7 @@ def build_candidate(job: BuildJob) -> BuildResult:
     from ..search_space.schedule import replay
 
     t0 = time.perf_counter()
+    adapter = get_adapter(job.target)
     outputs = list(job.args[job.n_inputs :])
     func = lower(replay(outputs, job.trace), job.args, job.func_name, job.target)
     workspace = sum(
@@ -64,7 +68,11 @@ def build_candidate(job: BuildJob) -> BuildResult:
         for s in walk_stmts(func.body)
         if isinstance(s, Allocate)
     )
-    obj = get_adapter(job.target).compile_object(func)
+    if not adapter.spec.can_export:
+        adapter.render(func)
+        return BuildResult(None, job.func_name, len(func.params), build_s=time.perf_counter() - t0,
+                           workspace_bytes=workspace, func=func)  # fmt: skip
+    obj = adapter.compile_object(func)
     link_shared([obj], job.out_path)
     return BuildResult(
         job.out_path,

@@ -28,7 +28,9 @@ FAILED_COST = 1e10  # seconds; what a failed candidate costs in a cost model's e
 
 @dataclass(frozen=True)
 class BuildResult:
-    """A candidate's shared library (``path`` defines ``void func_name(void*...)``) or why there is none."""
+    """A built candidate, or why there is none: a shared library (``path`` defines
+    ``void func_name(void*...)``) for an adapter that emits objects, else the lowered function
+    (``func``, already rendered once) that the runner's worker compiles with the adapter."""
 
     path: str | None
     func_name: str = ""
@@ -37,6 +39,7 @@ class BuildResult:
     error_msg: str = ""
     build_s: float = 0.0
     workspace_bytes: int = 0  # heap the kernel allocates (upper bound); explains crashes near the limit
+    func: Any = None  # the lowered PrimFunc, where the adapter compiles in the process that runs it
 
     def __post_init__(self) -> None:
         if self.error is not None and self.error not in ERROR_KINDS:
@@ -44,7 +47,7 @@ class BuildResult:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.path is not None
+        return self.error is None and (self.path is not None or self.func is not None)
 
 
 @dataclass(frozen=True)

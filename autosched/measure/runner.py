@@ -1,15 +1,20 @@
 """Running built candidates in a separate, long-lived worker process: check the result, then time it.
 
-The worker holds the task's inputs and expected outputs. For each candidate it loads the ``.so``, fills
-the outputs with garbage, runs once and compares with the reference (a mismatch is "wrong_result", never
-a timing), warms up, then times ``repeat`` repeats of at least ``min_repeat_ms`` each. A candidate whose
+Every target is measured here, in one worker loop: the worker holds the task's inputs and expected
+outputs. For each candidate it loads the kernel (dlopens the ``.so`` of an adapter that emits objects;
+else has the target's adapter compile the lowered function the builder sent, within
+``compile_timeout_s``: a compile error is "compile"), fills the outputs with garbage, runs once and
+compares with the reference (a mismatch is "wrong_result", never a timing), warms up, then times
+``repeat`` repeats of at least ``min_repeat_ms`` each (the adapter's own ``time()`` for a device
+kernel, within the same budget). A candidate whose
 checked first run is over ``slow_factor`` times the best this runner has timed for the task keeps that one
 run as its cost: ten repeats of a hopeless kernel cost more than the rest of a batch, and one still
 running after :data:`ABORT_FACTOR` times the best (at least :data:`ABORT_FLOOR_S`) is stopped as a
 "timeout" rather than waited for until ``timeout_s``. The parent waits
 a bounded time per candidate: a hang is killed ("timeout"), a death is a "crash" naming the signal, and
 a fresh worker takes over. The worker runs under an address-space limit, so a huge allocation fails
-("memory", or a crash marked "possibly out of memory") instead of taking the machine down.
+("memory", or a crash marked "possibly out of memory") instead of taking the machine down; not
+for device kernels, whose drivers reserve address space far beyond memory (CUDA's unified addressing).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ..errors import RunError
+from ..errors import CompileError, LowerError, RunError, ScheduleError, TargetError
 from ..hai.timing import TimingPolicy, time_calls, time_once
 from .output_check import fill_garbage as _fill_garbage
 from .output_check import outputs_match
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
     from .task import MeasureTask
 
 START_TIMEOUT_S = 60.0  # spawning a worker and handing it the task's arrays
+COMPILE_TIMEOUT_S = 60.0  # loading a candidate: a dlopen, or an adapter's compile of a device kernel
 ABORT_FACTOR = 100.0  # a candidate still running after this many times the best time is stopped ...
 SLOW_MIN_S = 0.005  # a first run shorter than this is cheap to repeat (and noisy: cold caches, dlopen)
 ABORT_FLOOR_S = 2.0  # ... but never before this (a worker restart costs about a second)
@@ -91,10 +97,15 @@ class LocalRunner:
         num_threads: int | None = None,
         slow_factor: float = 3.0,
         flush_cache: bool = False,
+        compile_timeout_s: float = COMPILE_TIMEOUT_S,
     ):
-        if repeat < 1 or timeout_s <= 0:
-            raise ValueError(f"LocalRunner: need repeat >= 1 and timeout_s > 0, got {repeat}, {timeout_s}")
+        if repeat < 1 or timeout_s <= 0 or compile_timeout_s <= 0:
+            raise ValueError(
+                f"LocalRunner: need repeat >= 1 and timeouts > 0, "
+                f"got {repeat}, {timeout_s}, {compile_timeout_s}"
+            )
         self.timeout_s = timeout_s
+        self.compile_timeout_s = compile_timeout_s
         self.repeat = repeat
         self.min_repeat_ms = min_repeat_ms
         self.memory_limit_bytes = memory_limit_bytes or default_memory_limit()
@@ -106,18 +117,19 @@ class LocalRunner:
         self._proc: Any = None
         self._conn: Any = None
         self._task: MeasureTask | None = None  # the task the live worker holds
+        self._host: bool | None = None  # whether the live worker runs host code (under the memory limit)
 
     # Worker lifetime --------------------------------------------------------------------------------
-    def _start(self) -> None:
+    def _start(self, host: bool = True) -> None:
         ctx = multiprocessing.get_context("spawn")  # never fork: the tuner has threads (pools, xgboost)
         parent, child = ctx.Pipe()
         self._proc = ctx.Process(
             target=_worker_main,
-            args=(child, self.memory_limit_bytes, self.num_threads),
+            args=(child, self.memory_limit_bytes if host else None, self.num_threads),
             daemon=True,  # dies with the tuner
             name="autosched-runner",
         )
-        self._conn, self._task = parent, None
+        self._conn, self._task, self._host = parent, None, host
         try:
             start_without_sigint(self._proc.start)
         finally:
@@ -155,15 +167,16 @@ class LocalRunner:
 
     def _ensure(self, task: MeasureTask) -> tuple[str, str] | None:
         """A live worker that holds ``task``; an (error kind, message) when none can be had."""
-        if self._proc is None or not self._proc.is_alive():
+        host = _runs_on_host(task.target)
+        if self._proc is None or not self._proc.is_alive() or self._host != host:
             self._kill()
-            self._start()
+            self._start(host)
         if self._task is task:
             return None
         shapes = [t.shape for t in task.outputs]
         samples = list(task.samples) or [None] * len(shapes)
-        message = ("task", list(task.inputs), list(task.expected), list(task.tolerances), _names(task),
-                   shapes, samples)  # fmt: skip
+        message = ("task", task.target, list(task.inputs), list(task.expected), list(task.tolerances),
+                   _names(task), shapes, samples)  # fmt: skip
         reply = self._call(message, START_TIMEOUT_S)
         if reply[0] == "ok":
             self._task = task
@@ -171,7 +184,9 @@ class LocalRunner:
         self._kill()
         return reply[1], "cannot start the runner with this task: " + reply[2]
 
-    def _call(self, message: tuple[Any, ...], timeout_s: float) -> tuple[Any, ...]:
+    def _call(
+        self, message: tuple[Any, ...], timeout_s: float, on_timeout: str = "timeout"
+    ) -> tuple[Any, ...]:
         """Send and wait; a hang or a death of the worker comes back as an error reply, the worker killed."""
         try:
             self._conn.send(message)
@@ -181,7 +196,7 @@ class LocalRunner:
             pass  # the worker died: its exit code says how
         else:
             self._kill()
-            return ("error", "timeout", f"no result within {timeout_s:g} s; the runner process was killed")
+            return ("error", on_timeout, f"no result within {timeout_s:g} s; the runner process was killed")
         self._proc.join(timeout=5)
         code = self._proc.exitcode
         self._kill()
@@ -195,15 +210,21 @@ class LocalRunner:
     def _run_one(self, task: MeasureTask, b: BuildResult) -> MeasureResult:
         if not b.ok:
             return MeasureResult((), b.error or "compile", b.error_msg, build_s=b.build_s, check=task.check)
-        if b.workspace_bytes > self.memory_limit_bytes:
+        device = b.path is None  # the adapter compiles it in the worker, and times it with its time()
+        if not device and b.workspace_bytes > self.memory_limit_bytes:
             limit = _gib(self.memory_limit_bytes)
             msg = f"the kernel allocates {_gib(b.workspace_bytes)}, over the memory limit {limit}"
             return MeasureResult((), "memory", msg, build_s=b.build_s, check=task.check)
         t0 = time.perf_counter()
         failed = self._ensure(task)
+        if failed is None:
+            load = ("load", b.path, b.func, b.func_name, b.nargs)
+            reply = self._call(load, self.compile_timeout_s, "compile" if device else "timeout")
+            failed = None if reply[0] == "ok" else (reply[1], reply[2])
+        build_s = b.build_s + (time.perf_counter() - t0 if device else 0.0)  # a device compile is a build
         if failed is not None:
             run_s = time.perf_counter() - t0
-            return MeasureResult((), failed[0], failed[1], build_s=b.build_s, run_s=run_s, check=task.check)
+            return MeasureResult((), failed[0], failed[1], build_s=build_s, run_s=run_s, check=task.check)
         t0 = time.perf_counter()
         key = (id(task), task.name)
         best = self._best.get(key, math.inf)
@@ -212,9 +233,6 @@ class LocalRunner:
         budget = 0.8 * wait  # the worker times fewer repeats of a slow kernel rather than time out
         message = (
             "run",
-            b.path,
-            b.func_name,
-            b.nargs,
             self.repeat,
             self.min_repeat_ms / 1e3,
             self.warmup,
@@ -225,20 +243,33 @@ class LocalRunner:
         reply = self._call(message, wait)
         run_s = time.perf_counter() - t0
         if reply[0] == "ok":
-            timing = {**self.timing.to_json(), "alignment_bytes": ALIGNMENT_BYTES}  # buffers timed on
+            # A device kernel is timed by its adapter's time(), which takes repeat and warmup only.
+            policy = TimingPolicy(self.repeat, self.warmup).to_json() if device else None
+            timing = policy or {
+                **self.timing.to_json(),
+                "alignment_bytes": ALIGNMENT_BYTES,
+            }  # buffers timed on
             costs = tuple(reply[1])
-            result = MeasureResult(costs, build_s=b.build_s, run_s=run_s, check=task.check, timing=timing)
+            result = MeasureResult(costs, build_s=build_s, run_s=run_s, check=task.check, timing=timing)
             self._best[key] = min(best, result.median)
             return result
         _, kind, msg = reply
         if kind == "timeout" and wait < self.timeout_s:
             msg += f" (stopped early: over {ABORT_FACTOR:g}x the best time so far, {best * 1e3:.3g} ms)"
-        if kind == "crash" and b.workspace_bytes > self.memory_limit_bytes // 4:
+        if kind == "crash" and not device and b.workspace_bytes > self.memory_limit_bytes // 4:
             msg += (
                 f"; possibly out of memory: the kernel allocates {_gib(b.workspace_bytes)} "
                 f"(limit {_gib(self.memory_limit_bytes)})"
             )
-        return MeasureResult((), kind, msg, build_s=b.build_s, run_s=run_s, check=task.check)
+        return MeasureResult((), kind, msg, build_s=build_s, run_s=run_s, check=task.check)
+
+
+def _runs_on_host(target: str) -> bool:
+    """Whether the target's kernels are host code loaded from a shared library (else device kernels)."""
+    from ..hai.registry import spec_of
+    from ..target import parse_target
+
+    return bool(spec_of(parse_target(target).kind).can_export)
 
 
 def _names(task: MeasureTask) -> list[str]:
@@ -268,17 +299,18 @@ def _describe_death(code: int | None) -> str:
 # The worker ----------------------------------------------------------------------------------------
 
 
-def _worker_main(conn: Any, memory_limit: int, num_threads: int | None) -> None:
-    """Serve "task" and "run" messages until "stop" or the pipe closes."""
+def _worker_main(conn: Any, memory_limit: int | None, num_threads: int | None) -> None:
+    """Serve "task", "load" and "run" messages until "stop" or the pipe closes."""
     import resource
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the tuner, which then stops us
     if num_threads:
         os.environ["OMP_NUM_THREADS"] = str(num_threads)  # read by libgomp when the first kernel loads it
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing kernel must not write core dumps
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = memory_limit if hard == resource.RLIM_INFINITY else min(memory_limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    if memory_limit is not None:
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = memory_limit if hard == resource.RLIM_INFINITY else min(memory_limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     state = _WorkerState()
     while True:
         try:
@@ -293,11 +325,15 @@ def _worker_main(conn: Any, memory_limit: int, num_threads: int | None) -> None:
             reply = ("error", "memory", f"allocation failed in the runner (MemoryError {e})")
         except _WrongResult as e:
             reply = ("error", "wrong_result", str(e))
+        except (ScheduleError, LowerError) as e:
+            reply = ("error", "schedule", str(e))
+        except (CompileError, TargetError) as e:  # the adapter refused the device kernel, or has no device
+            reply = ("error", "compile", f"{type(e).__name__}: {e}"[:2000])
         except RunError as e:
             kind = "memory" if _looks_like_oom(str(e)) else "run"
             reply = ("error", kind, str(e))
-        except Exception as e:
-            reply = ("error", "run", f"{type(e).__name__}: {e}")
+        except Exception as e:  # whatever a driver raises: this candidate's failure
+            reply = ("error", "run", f"{type(e).__name__}: {e}"[:2000])
         conn.send(reply)
 
 
@@ -324,28 +360,58 @@ def aligned_empty(shape: tuple[int, ...], dtype: Any, alignment: int = ALIGNMENT
 
 class _WorkerState:
     def __init__(self) -> None:
+        self.target = ""
         self.pristine: list[np.ndarray] = []
         self.expected: list[np.ndarray] = []
         self.tolerances: list[tuple[float, float]] = []
         self.names: list[str] = []
         self.samples: list[np.ndarray | None] = []  # per output: flat indices checked, None for all
         self.arrays: list[np.ndarray] = []
+        self.adapters: dict[str, Any] = {}
+        self.kernel: Any = None  # the loaded candidate: a ctypes function, or (adapter, kernel)
 
     def handle(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
         if message[0] == "task":
-            _, self.pristine, self.expected, self.tolerances, self.names, shapes, self.samples = message
+            (
+                _,
+                self.target,
+                self.pristine,
+                self.expected,
+                self.tolerances,
+                self.names,
+                shapes,
+                self.samples,
+            ) = message
             outs = [aligned_empty(shape, e.dtype) for shape, e in zip(shapes, self.expected)]
             self.arrays = [aligned_empty(a.shape, a.dtype) for a in self.pristine] + outs
+            self.kernel = None
+            return ("ok",)
+        if message[0] == "load":
+            self.load(*message[1:])
             return ("ok",)
         if message[0] == "run":
             return ("ok", self.run(*message[1:]))
         raise RunError(f"runner: unknown message {message[0]!r}")
 
+    def load(self, path: str | None, func: Any, name: str, nargs: int) -> None:
+        """The candidate to run next: the library at ``path``, else ``func`` compiled by the adapter."""
+        self.kernel = None
+        if nargs != len(self.arrays):
+            raise RunError(f"{name} takes {nargs} buffers, the task has {len(self.arrays)}")
+        if path is not None:
+            from ..runtime.link import load_function
+
+            self.kernel = load_function(path, name, nargs)
+            return
+        adapter = self.adapters.get(self.target)
+        if adapter is None:
+            from ..hai.registry import get_adapter
+
+            adapter = self.adapters[self.target] = get_adapter(self.target)
+        self.kernel = (adapter, adapter.compile(func))
+
     def run(
         self,
-        path: str,
-        name: str,
-        nargs: int,
         repeat: int,
         min_repeat_s: float,
         warmup: int,
@@ -353,17 +419,22 @@ class _WorkerState:
         slow_s: float = math.inf,
         flush_cache: bool = False,
     ) -> list[float]:
-        from ..runtime.link import load_function
-
         start = time.perf_counter()
-        if nargs != len(self.arrays):
-            raise RunError(f"{name} takes {nargs} buffers, the task has {len(self.arrays)}")
-        fn = load_function(path, name, nargs)
+        if self.kernel is None:
+            raise RunError("runner: no candidate loaded")
         n_in = len(self.pristine)
         for work, src in zip(self.arrays, self.pristine):
             np.copyto(work, src)  # a previous candidate may have scribbled on the inputs
         for out in self.arrays[n_in:]:
             _fill_garbage(out)  # so a kernel that skips an element cannot pass by luck
+        if isinstance(self.kernel, tuple):  # a device kernel: launched and timed by its adapter
+            adapter, kernel = self.kernel
+            once = time_once(lambda: adapter.launch(kernel, self.arrays))  # copies too: an upper bound
+            self.check(n_in)
+            left = budget_s - (time.perf_counter() - start)
+            repeat = max(1, min(repeat, int(left / max(once, 1e-9))))  # as time_calls caps a slow kernel
+            return [float(c) for c in adapter.time(kernel, self.arrays, repeat=repeat, warmup=warmup)]
+        fn = self.kernel
         ptrs = [a.ctypes.data for a in self.arrays]
         once = time_once(lambda: fn(*ptrs))
         self.check(n_in)

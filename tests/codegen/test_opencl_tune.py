@@ -1,4 +1,4 @@
-"""`Tuner` on ``opencl``: GPU sketches, measured in process by DeviceMeasurer, logged under the chip."""
+"""`Tuner` on ``opencl``: GPU sketches, measured by the builder/runner pair, logged under the chip."""
 
 from pathlib import Path
 
@@ -15,14 +15,14 @@ MATMUL = Path(__file__).resolve().parents[2] / "examples" / "matmul.py"
 
 
 def test_tune_matmul_on_opencl(tmp_path):
-    from autosched.measure.device_measurer import DeviceMeasurer
+    from autosched.measure.measure import LocalMeasurer
     from autosched.search_space.gpu_sketch import GPUSketchPolicy
 
     (wl,) = load_op_file(MATMUL)
     inst = wl.instantiate(M=16, N=16, K=16)
     log = tmp_path / "ocl.jsonl"
     tuner = Tuner([inst], "opencl", log, TuneOptions(trials=6, batch_size=3, baseline=False, repeat=2))
-    assert isinstance(tuner.measurer, DeviceMeasurer)
+    assert isinstance(tuner.measurer, LocalMeasurer)
     assert isinstance(tuner.tasks[0].strategy.policy, GPUSketchPolicy)
     (task,) = tuner.run()
     assert task.trials == 6 and task.best_cost < float("inf")

@@ -11,7 +11,7 @@ from autosched import te
 from autosched.errors import TargetError
 from autosched.hai.llvm_cpu import llvm_cpu_names
 from autosched.measure.builder import LocalBuilder
-from autosched.measure.device_measurer import DeviceMeasurer
+from autosched.measure.measure import LocalMeasurer
 from autosched.measure.runner import LocalRunner
 from autosched.measure.task import MeasureTask
 from autosched.search_space.default import default_schedule
@@ -81,10 +81,10 @@ def test_opencl_candidate_past_the_timeout_is_killed_and_recorded():
     C = te.compute((M, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     task = MeasureTask.create("mm", [A, B, C], "opencl")
     trace = default_gpu_schedule(C).trace
-    with DeviceMeasurer("opencl", repeat=2, timeout_s=0.005) as m:
+    with LocalMeasurer(LocalBuilder(n_workers=1), LocalRunner(timeout_s=0.005, repeat=2)) as m:
         (late,) = m.measure(task, [trace])
         assert late.error == "timeout" and "killed" in late.error_msg, str(late)
-        assert m._proc is None  # the worker running it is gone
-        m.timeout_s = 60.0
+        assert m.runner._proc is None  # the worker running it is gone
+        m.runner.timeout_s = 60.0
         (ok,) = m.measure(task, [trace])  # a fresh worker takes the next candidate
     assert ok.error is None and len(ok.costs) == 2, str(ok)

@@ -25,6 +25,6 @@ def test_worker_buffers_are_aligned_whatever_numpy_gave() -> None:
     offset_input = base[1:33].reshape(4, 8)  # 4 bytes past numpy's own alignment
     state = _WorkerState()
     expected = [np.zeros((4, 8), "float32")]
-    state.handle(("task", [offset_input], expected, [(1e-5, 1e-6)], ["A", "B"], [(4, 8)], [None]))
+    state.handle(("task", "llvm-cpu", [offset_input], expected, [(1e-5, 1e-6)], ["A", "B"], [(4, 8)], [None]))
     assert all(a.ctypes.data % ALIGNMENT_BYTES == 0 for a in state.arrays)
     assert [a.shape for a in state.arrays] == [(4, 8), (4, 8)]
