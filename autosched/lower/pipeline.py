@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import ScheduleError
 from ..search_space.schedule import Schedule
 from ..te.tensor import PlaceholderOp, Tensor
 from .bounds import check_bounds
@@ -66,7 +67,16 @@ def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", target: Any
 
         style = style_of(target)
     check_bounds([t for t in args if not isinstance(t.op, PlaceholderOp)])  # once per program
-    func = schedule_to_loops(sch, list(args), name)
+    if sch.flash:  # flash attentions: one blocked loop nest each (lower/flash.py); CPU-style only
+        from .flash import flash_to_loops
+
+        if style == "gpu":
+            raise ScheduleError(
+                "flash_attention steps lower for CPU-style targets only; GPU targets keep the unfused stages"
+            )
+        func = flash_to_loops(sch, list(args), name)
+    else:
+        func = schedule_to_loops(sch, list(args), name)
     if os.environ.get("AUTOSCHED_VERIFY") == "1":
         verify(func, "schedule_to_loops")
     return _run(func, passes_for(style))

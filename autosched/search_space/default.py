@@ -25,13 +25,16 @@ def default_schedule(outputs: Tensor | Sequence[Tensor], cores: int | None = Non
     """
     cores = cores or os.cpu_count() or 1
     s = create_schedule(outputs)
+    from .sketch_attention import apply_default_flash
+
+    taken = apply_default_flash(s)  # attentions: one flash loop nest each
     for st in list(s.stages):
         op = st.op
-        if isinstance(op, ComputeOp) and not op.reduce_axis and not st.is_output:
+        if isinstance(op, ComputeOp) and not op.reduce_axis and not st.is_output and st.name not in taken:
             st.compute_inline()
     for st in list(s.stages):
         op = st.op
-        if not isinstance(op, ComputeOp) or st.attach[0] != "root":
+        if not isinstance(op, ComputeOp) or st.attach[0] != "root" or st.name in taken:
             continue
         spatial = list(op.axis)
         outer = spatial

@@ -81,6 +81,8 @@ class GPUSketchPolicy:
 
 
 class _GPUBuilder(_Builder):
+    flash_style = "gpu"  # attentions keep their stages here (the flash nest is CPU-style)
+
     p: GPUSketchPolicy  # type: ignore[assignment]
 
     # build() is the CPU builder's walk; only the rules for reductions and elementwise stages differ.

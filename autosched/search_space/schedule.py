@@ -40,6 +40,7 @@ class Schedule:
         self._by_name: dict[str, Stage] = {st.name: st for st in self.stages}
         self._trace: list[Step] = []
         self._quiet_depth = 0
+        self.flash: dict[str, Any] = {}  # output stage -> FlashConfig (sketch_attention)
 
     # Lookup -------------------------------------------------------------------------------------
     def __getitem__(self, key: Tensor | Operation | str | Stage) -> Stage:
@@ -301,6 +302,11 @@ class Schedule:
             return
         if p == "rfactor":
             self.rfactor(step.stage, a[0], a[1])
+            return
+        if p == "flash_attention":
+            from .sketch_attention import flash_attention
+
+            flash_attention(self, step.stage, *a)
             return
         st = self[step.stage]
         if p == "split":

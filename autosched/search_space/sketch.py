@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from ..te.tensor import ComputeOp, Tensor
 from .schedule import Schedule
+from .sketch_attention import AttentionRules
 from .sketch_base import (
     RFACTOR_LANES,
     UNROLL_STEPS,
@@ -70,12 +71,15 @@ class SketchPolicy:
         return _Builder(self, rng, dict(decisions or {})).build()
 
 
-class _Builder(TilingRules, ReductionRules):
+class _Builder(TilingRules, AttentionRules, ReductionRules):
     """Applies the first rule that fits each stage, outputs first."""
 
     def build(self) -> tuple[Schedule, Decisions]:
         s = self.s
+        self.flash_rule()  # attentions become one flash loop nest each (sketch_attention)
         for st in list(s.stages):
+            if st.name in self.done:
+                continue
             if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output:
                 # Read by several stages (softmax's exp: by the sum and the division), inlining
                 # computes it once per reader; read through a window (a depthwise conv's padding),

@@ -29,6 +29,7 @@ PRIMITIVES: dict[str, tuple[str, ...]] = {
     "cache_read": ("scope", "readers", "layout"),
     "cache_write": ("scope", "layout"),
     "rfactor": ("axis", "factor_axis"),
+    "flash_attention": ("block_q", "block_k", "rows", "cols", "pv_rows", "pv_cols"),
 }
 # Trailing arguments a step may leave out (written only when set, so older traces keep their keys).
 OPTIONAL: dict[str, int] = {"cache_read": 1, "cache_write": 1}
@@ -52,6 +53,7 @@ ARG_KINDS: dict[str, tuple[str, ...]] = {
     "cache_read": ("name", "names", "layout"),
     "cache_write": ("name", "layout"),
     "rfactor": ("name", "index"),
+    "flash_attention": ("factor",) * 6,
 }
 # auto_unroll_max_step: the sketch samples at most 512 (UNROLL_STEPS); 10**12 made a compile run
 # without limit. Hand schedules may use any value; a trace read from a log may not exceed this.

@@ -18,10 +18,14 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     causal: bool = False,
     name: str = "attention",
+    mask: Tensor | None = None,
 ) -> Tensor:
     """``softmax(q @ k^T * scale) @ v`` per batch and head; ``scale`` defaults to ``1 / sqrt(dim)``.
 
-    q (B, H, S, D), k (B, H, L, D), v (B, H, L, Dv) -> (B, H, S, Dv). Stages: "<name>_qk" (the product),
+    q (B, H, S, D), k (B, Hkv, L, D), v (B, Hkv, L, Dv) -> (B, H, S, Dv); with Hkv < H (grouped-query
+    or multi-query attention) query head h reads K/V head ``h // (H // Hkv)``. ``mask``: an optional
+    additive (B, H, S, L) float tensor added to the scaled scores (-inf hides a key).
+    Stages: "<name>_qk" (the product),
     "<name>_scale" (scaling, and with ``causal`` the mask: query i sees keys j <= i + L - S), the four
     softmax stages, and "<name>" (the product with v).
     Example: ``scaled_dot_product_attention(Q, K, V, causal=True)``.
@@ -33,8 +37,13 @@ def scaled_dot_product_attention(
     check_same_dtype(fn, q=q, k=k, v=v)
     check_float(fn, "q", q)
     B, H, S, D = q.shape
-    if k.shape[:2] != (B, H) or v.shape[:2] != (B, H):
-        raise ValueError(f"{fn}: batch and heads differ: q is {q.shape}, k is {k.shape}, v is {v.shape}")
+    hkv = k.shape[1]
+    if k.shape[0] != B or v.shape[:2] != k.shape[:2] or hkv < 1 or H % hkv:
+        raise ValueError(
+            f"{fn}: k and v need q's batch and a number of heads dividing q's: q is {q.shape}, "
+            f"k is {k.shape}, v is {v.shape}"
+        )
+    reps = H // hkv
     L = k.shape[2]
     if k.shape[3] != D:
         raise ValueError(f"{fn}: k has dim {k.shape[3]}, q has {D}; they must match")
@@ -47,14 +56,26 @@ def scaled_dot_product_attention(
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
         raise TypeError(f"{fn}: scale must be a number, got {type(scale).__name__}")
     scale = float(scale)
+    if mask is not None:
+        check_tensor(fn, "mask", mask, 4, "B, H, S, L")
+        check_same_dtype(fn, q=q, mask=mask)
+        if mask.shape != (B, H, S, L):
+            raise ValueError(f"{fn}: mask has shape {mask.shape}, expected (B, H, S, L) = {(B, H, S, L)}")
+
+    def kv_head(h: Any) -> Any:
+        return h // reps if reps > 1 else h
 
     d = te.reduce_axis((0, D), name="d")
     qk = te.compute(
-        (B, H, S, L), lambda b, h, i, j: te.sum(q[b, h, i, d] * k[b, h, j, d], axis=d), name=f"{name}_qk"
+        (B, H, S, L),
+        lambda b, h, i, j: te.sum(q[b, h, i, d] * k[b, kv_head(h), j, d], axis=d),
+        name=f"{name}_qk",
     )
 
     def scaled(b: Any, h: Any, i: Any, j: Any) -> Any:
         s = qk[b, h, i, j] * scale
+        if mask is not None:
+            s = s + mask[b, h, i, j]
         # -inf, not a large negative number: exp gives exactly 0, and every row keeps key 0 unmasked.
         return te.if_then_else(j <= i + (L - S), s, -math.inf) if causal else s
 
@@ -63,6 +84,6 @@ def scaled_dot_product_attention(
     kv = te.reduce_axis((0, L), name="kv")
     return te.compute(
         (B, H, S, v.shape[3]),
-        lambda b, h, i, e: te.sum(probs[b, h, i, kv] * v[b, h, kv, e], axis=kv),
+        lambda b, h, i, e: te.sum(probs[b, h, i, kv] * v[b, kv_head(h), kv, e], axis=kv),
         name=name,
     )

@@ -1,0 +1,435 @@
+"""Lowering of a ``flash_attention`` step: one blocked loop nest with an online softmax.
+
+For each (batch, head, block of ``bq`` queries), in parallel::
+
+    Qp = the block's queries (zero rows past the end)
+    m = -inf, l = 0, acc = 0                                 per query row
+    for each key block (skipped when wholly above the causal diagonal):
+        Sc = X(Qp @ Kt[:, block])      register tiles rows x 16*cols, K packed transposed up front
+        per row: mnew = max(m, max Sc); p = exp(Sc - mnew); alpha = exp(m - mnew)
+                 l = l * alpha + sum p;  acc *= alpha;  m = mnew
+        acc += Sc @ V[block]           register tiles pv_rows x pv_cols vectors over the value dim
+    out = acc / l
+
+``X`` is the scores stage's own expression (scale, causal select, additive mask) evaluated per score,
+so the result is the te program's up to rounding. The key tail (L not a multiple of ``bk``) is a
+separate, shorter copy of the block body whose padded keys score -inf; query rows past S compute on
+zeros and are not stored. Buffers: Kt (the size of K) and per thread O(bq * (bk + D + E)); nothing
+L x L. Other stages of the program are lowered as usual, around it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..errors import ScheduleError
+from ..search_space.schedule import Schedule
+from ..search_space.sketch_attention import LANES, FlashConfig, shape_of, value_lanes
+from ..te.expr import Binary, Expr, Var, binary, call, compare, const, select
+from ..te.tensor import ComputeOp, Reduce, Tensor, TensorRead
+from ..te.visit import rewrite, substitute
+from .ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Stmt, Store, seq
+from .schedule_ops import Lowerer
+
+NEG_INF = -math.inf
+
+
+def _loop(name: str, extent: int, kind: str, body: Callable[[Var], Stmt]) -> Stmt:
+    v = Var(name, "int32")
+    return For(v, extent, kind, body(v))
+
+
+def _c(v: int) -> Expr:
+    return const(v, "int32")
+
+
+def _f(v: float) -> Expr:
+    return const(v, "float32")
+
+
+class FlashLowerer(Lowerer):
+    """The usual lowering, except that each flash attention's seven stages become one nest."""
+
+    def run(self) -> PrimFunc:
+        self.inline_bodies()
+        self.infer_bounds()
+        self.make_buffers()
+        members: dict[str, str] = {}
+        for out, cfg in self.sch.flash.items():
+            for name in cfg.pattern.members:
+                st = self.sch[name]
+                if st.attach[0] != "root" or (name in self.arg_stages and name != out):
+                    raise ScheduleError(f"flash_attention: member stage {name!r} must stay a root stage")
+                members[name] = out
+            if self.sch[cfg.pattern.k_stage].attach[0] != "root":
+                raise ScheduleError(f"flash_attention: K stage {cfg.pattern.k_stage!r} must not be inlined")
+        stmts: list[Stmt] = []
+        for st in self.order:
+            if not st.is_compute or st.attach[0] != "root":
+                continue
+            if st.name in self.sch.flash:
+                stmts.append(self.emit_flash(self.sch.flash[st.name]))
+            elif st.name not in members:
+                stmts.append(self.emit_stage(st))
+        body = seq(*stmts)
+        for st in reversed(self.order):
+            info = self.info[st.name]
+            if st.is_compute and st.name not in self.arg_stages and st.attach[0] == "root":
+                if st.name in members and st.name not in self.sch.flash:
+                    continue
+                assert info.buffer is not None
+                body = Allocate(info.buffer, body)
+        return PrimFunc(self.name, tuple(self.params), body)
+
+    # The pieces of the pattern, from the inlined bodies -----------------------------------------
+    def _factors(self, cfg: FlashConfig) -> tuple[ComputeOp, Reduce, Expr, TensorRead, ComputeOp, Expr]:
+        p = cfg.pattern
+        qk = self.sch[p.qk].op
+        out = self.sch[p.out].op
+        assert isinstance(qk, ComputeOp) and isinstance(out, ComputeOp)
+        qk_body = self.info[p.qk].body
+        out_body = self.info[p.out].body
+        assert isinstance(qk_body, Reduce) and isinstance(qk_body.source, Binary)
+        assert isinstance(out_body, Reduce) and isinstance(out_body.source, Binary)
+        a, b = qk_body.source.a, qk_body.source.b
+        qf, kf = (a, b) if p.q_first else (b, a)
+        if not isinstance(kf, TensorRead) or self.sch.stage_of(kf.tensor.op).name != p.k_stage:
+            raise ScheduleError(f"flash_attention: K of {p.out!r} must be read directly from {p.k_stage!r}")
+        probs_op = self.sch[p.probs].op
+        pa, pb = out_body.source.a, out_body.source.b
+        vf = pb if isinstance(pa, TensorRead) and pa.tensor.op is probs_op else pa
+        return qk, qk_body, qf, kf, out, vf
+
+    def emit_flash(self, cfg: FlashConfig) -> Stmt:
+        p = cfg.pattern
+        B, H, S, L, D, E = shape_of(self.sch, p)
+        bq, bk, r, c, rp, pc = cfg.block_q, cfg.block_k, cfg.rows, cfg.cols, cfg.pv_rows, cfg.pv_cols
+        w = value_lanes(E)
+        tile = LANES * c
+        qk, qk_body, qf, kf, out, vf = self._factors(cfg)
+        xop = self.sch[p.scores].op
+        assert isinstance(xop, ComputeOp)
+        x_body = self.info[p.scores].body
+        assert x_body is not None
+        kinfo = self.info[p.k_stage]
+        kbuf = kinfo.buffer
+        assert kbuf is not None and len(kbuf.shape) == 4
+        nfull, tail = divmod(L, bk)
+        tail_cols = -(-tail // tile) * tile
+        lp = nfull * bk + tail_cols
+        n0, n1 = kbuf.shape[0], kbuf.shape[1]
+        kt = Buffer(f"{p.out}.kt", (n0, n1, D, lp), "float32", "global")
+        nqb = -(-S // bq)
+        wd = value_lanes(D)
+
+        # K^T, packed once: keys contiguous, so a score tile's lanes are 16 keys.
+        def pack(f: Var) -> Stmt:
+            a0, a1 = binary("//", f, _c(n1)), binary("%", f, _c(n1))
+
+            def jo_body(jo: Var) -> Stmt:
+                def d_body(dd: Var) -> Stmt:
+                    def lane(jv: Var) -> Stmt:
+                        j = binary("+", binary("*", jo, _c(LANES)), jv)
+                        jc = binary("min", j, _c(L - 1)) if lp > L else j
+                        return Store(kt, (a0, a1, dd, j), Load(kbuf, (a0, a1, jc, dd), "float32"))
+
+                    return _loop("pk_jv", LANES, "vectorized", lane)
+
+                return _loop("pk_d", D, "serial", d_body)
+
+            return _loop("pk_jo", lp // LANES, "serial", jo_body)
+
+        pack_nest = _loop("pk_h", n0 * n1, "parallel", pack)
+
+        qp = Buffer(f"{p.out}.q", (bq, D), "float32", "local")
+        acc = Buffer(f"{p.out}.acc", (bq, E), "float32", "local")
+        mrow = Buffer(f"{p.out}.m", (bq,), "float32", "local")
+        lrow = Buffer(f"{p.out}.l", (bq,), "float32", "local")
+        sc = Buffer(f"{p.out}.s", (bq, bk), "float32", "local")
+        red = Buffer(f"{p.out}.red", (LANES,), "float32", "local")
+        stat = Buffer(f"{p.out}.stat", (4,), "float32", "local")
+        tt = Buffer(f"{p.out}.tile", (r, tile), "float32", "local")
+        at = Buffer(f"{p.out}.ptile", (rp, w * pc), "float32", "local")
+        locals_ = (qp, acc, mrow, lrow, sc, red, stat, tt, at)
+        causal = p.causal_offset
+        qaxes = qk.axis
+        xaxes = xop.axis
+        oaxes = out.axis
+        kv_axis = out.reduce_axis[0]
+        d_axis = qk.reduce_axis[0]
+
+        def body(t: Var) -> Stmt:
+            b = binary("//", t, _c(H * nqb))
+            h = binary("%", binary("//", t, _c(nqb)), _c(H))
+            qb = binary("%", t, _c(nqb))
+            q0 = binary("*", qb, _c(bq))
+
+            def row(ii: Expr) -> Expr:
+                return binary("+", q0, ii)
+
+            # Q block, zero rows past S.
+            def q_row(ii: Var) -> Stmt:
+                i = row(ii)
+
+                def fill(zero: bool) -> Stmt:
+                    def dvec(do: Var) -> Stmt:
+                        def lane(dv: Var) -> Stmt:
+                            dd = binary("+", binary("*", do, _c(wd)), dv)
+                            val = (
+                                _f(0.0)
+                                if zero
+                                else self._expr(qf, {qaxes[0]: b, qaxes[1]: h, qaxes[2]: i, d_axis: dd})
+                            )
+                            return Store(qp, (ii, dd), val)
+
+                        return _loop("qd_v", wd, "vectorized", lane)
+
+                    return _loop("qd_o", D // wd, "serial", dvec)
+
+                if S % bq == 0:
+                    return fill(False)
+                return IfThenElse(compare("<", i, _c(S)), fill(False), fill(True))
+
+            def init_row(ii: Var) -> Stmt:
+                def evec(eo: Var) -> Stmt:
+                    return _loop(
+                        "ie_v",
+                        w,
+                        "vectorized",
+                        lambda ev: Store(acc, (ii, binary("+", binary("*", eo, _c(w)), ev)), _f(0.0)),
+                    )
+
+                return seq(
+                    Store(mrow, (ii,), _f(NEG_INF)),
+                    Store(lrow, (ii,), _f(0.0)),
+                    _loop("ie_o", E // w, "serial", evec),
+                )
+
+            def block(kb: Expr, cols: int, keys: int) -> Stmt:
+                k0 = binary("*", kb, _c(bk))
+
+                # Scores: Sc[i, j] = X(sum_d Qp[i, d] * Kt[d, j]) in register tiles.
+                def qk_tiles(io: Var) -> Stmt:
+                    def jo_tiles(jo: Var) -> Stmt:
+                        def tile_nest(fn: Callable[[Var, Var, Var], Stmt]) -> Stmt:
+                            return _loop(
+                                "tr",
+                                r,
+                                "unrolled",
+                                lambda ri: _loop(
+                                    "tc",
+                                    c,
+                                    "unrolled",
+                                    lambda ci: _loop("tv", LANES, "vectorized", lambda jv: fn(ri, ci, jv)),
+                                ),
+                            )
+
+                        def col(ci: Var, jv: Var) -> Expr:
+                            return binary("+", binary("*", ci, _c(LANES)), jv)
+
+                        zero = tile_nest(lambda ri, ci, jv: Store(tt, (ri, col(ci, jv)), _f(0.0)))
+
+                        def fma(dd: Var) -> Stmt:
+                            e0, e1 = (self._expr(x, {qaxes[0]: b, qaxes[1]: h}) for x in kf.indices[:2])
+
+                            def upd(ri: Var, ci: Var, jv: Var) -> Stmt:
+                                qi = binary("+", binary("*", io, _c(r)), ri)
+                                kj = binary("+", binary("+", k0, binary("*", jo, _c(tile))), col(ci, jv))
+                                prod = binary(
+                                    "*", Load(qp, (qi, dd), "float32"), Load(kt, (e0, e1, dd, kj), "float32")
+                                )
+                                cur = Load(tt, (ri, col(ci, jv)), "float32")
+                                return Store(tt, (ri, col(ci, jv)), binary("+", cur, prod))
+
+                            return tile_nest(upd)
+
+                        def epilogue(ri: Var, ci: Var, jv: Var) -> Stmt:
+                            ii = binary("+", binary("*", io, _c(r)), ri)
+                            jj = binary("+", binary("*", jo, _c(tile)), col(ci, jv))
+                            i, j = row(ii), binary("+", k0, jj)
+                            ic = binary("min", i, _c(S - 1)) if S % bq else i
+                            jc = binary("min", j, _c(L - 1)) if keys < cols else j
+                            s = self._score(
+                                x_body, xaxes, p.qk, b, h, ic, jc, Load(tt, (ri, col(ci, jv)), "float32")
+                            )
+                            if keys < cols:
+                                s = select(compare("<", j, _c(L)), s, _f(NEG_INF))
+                            return Store(sc, (ii, jj), s)
+
+                        return seq(zero, _loop("qk_d", D, "serial", fma), tile_nest(epilogue))
+
+                    return _loop("qk_j", cols // tile, "serial", jo_tiles)
+
+                # Online softmax, one row at a time; partial maxima and sums in 16 lanes.
+                def soft_row(ii: Var) -> Stmt:
+                    def over(fn: Callable[[Expr, Var], Stmt]) -> Stmt:
+                        return _loop(
+                            "sm_o",
+                            cols // LANES,
+                            "serial",
+                            lambda jo: _loop(
+                                "sm_v",
+                                LANES,
+                                "vectorized",
+                                lambda jv: fn(binary("+", binary("*", jo, _c(LANES)), jv), jv),
+                            ),
+                        )
+
+                    def lanes(fn: Callable[[Var], Stmt]) -> Stmt:
+                        return _loop("rl", LANES, "vectorized", fn)
+
+                    ld = lambda buf, *ix: Load(buf, tuple(ix), "float32")  # noqa: E731
+                    m_old = ld(mrow, ii)
+                    mnew = binary("max", m_old, ld(stat, _c(0)))
+                    return seq(
+                        lanes(lambda v: Store(red, (v,), _f(NEG_INF))),
+                        over(lambda j, jv: Store(red, (jv,), binary("max", ld(red, jv), ld(sc, ii, j)))),
+                        Store(stat, (_c(0),), _f(NEG_INF)),
+                        lanes(lambda v: Store(stat, (_c(0),), binary("max", ld(stat, _c(0)), ld(red, v)))),
+                        Store(stat, (_c(1),), select(compare("==", mnew, _f(NEG_INF)), _f(0.0), mnew)),
+                        Store(stat, (_c(2),), call("exp", binary("-", m_old, ld(stat, _c(1))))),
+                        Store(mrow, (ii,), mnew),
+                        lanes(lambda v: Store(red, (v,), _f(0.0))),
+                        over(
+                            lambda j, jv: seq(
+                                Store(sc, (ii, j), call("exp", binary("-", ld(sc, ii, j), ld(stat, _c(1))))),
+                                Store(red, (jv,), binary("+", ld(red, jv), ld(sc, ii, j))),
+                            )
+                        ),
+                        Store(stat, (_c(3),), _f(0.0)),
+                        lanes(lambda v: Store(stat, (_c(3),), binary("+", ld(stat, _c(3)), ld(red, v)))),
+                        Store(
+                            lrow,
+                            (ii,),
+                            binary("+", binary("*", ld(lrow, ii), ld(stat, _c(2))), ld(stat, _c(3))),
+                        ),
+                        _loop(
+                            "rs_o",
+                            E // w,
+                            "serial",
+                            lambda eo: _loop(
+                                "rs_v",
+                                w,
+                                "vectorized",
+                                lambda ev: Store(
+                                    acc,
+                                    (ii, binary("+", binary("*", eo, _c(w)), ev)),
+                                    binary(
+                                        "*",
+                                        ld(acc, ii, binary("+", binary("*", eo, _c(w)), ev)),
+                                        ld(stat, _c(2)),
+                                    ),
+                                ),
+                            ),
+                        ),
+                    )
+
+                # acc += P @ V, pv_rows x pv_cols vectors in registers across the block's keys.
+                def pv_tiles(io: Var) -> Stmt:
+                    def eo_tiles(eo: Var) -> Stmt:
+                        def tile_nest(fn: Callable[[Var, Var, Var], Stmt]) -> Stmt:
+                            return _loop(
+                                "pr",
+                                rp,
+                                "unrolled",
+                                lambda ri: _loop(
+                                    "pc",
+                                    pc,
+                                    "unrolled",
+                                    lambda ci: _loop("pv", w, "vectorized", lambda ev: fn(ri, ci, ev)),
+                                ),
+                            )
+
+                        def where(ri: Var, ci: Var, ev: Var) -> tuple[Expr, Expr, Expr]:
+                            ii = binary("+", binary("*", io, _c(rp)), ri)
+                            col = binary("+", binary("*", ci, _c(w)), ev)
+                            e = binary("+", binary("*", eo, _c(w * pc)), col)
+                            return ii, col, e
+
+                        def load_acc(ri: Var, ci: Var, ev: Var) -> Stmt:
+                            ii, col, e = where(ri, ci, ev)
+                            return Store(at, (ri, col), Load(acc, (ii, e), "float32"))
+
+                        def save_acc(ri: Var, ci: Var, ev: Var) -> Stmt:
+                            ii, col, e = where(ri, ci, ev)
+                            return Store(acc, (ii, e), Load(at, (ri, col), "float32"))
+
+                        def per_key(jj: Var) -> Stmt:
+                            kvj = binary("+", k0, jj)
+
+                            def upd(ri: Var, ci: Var, ev: Var) -> Stmt:
+                                ii, col, e = where(ri, ci, ev)
+                                vv = self._expr(vf, {oaxes[0]: b, oaxes[1]: h, kv_axis: kvj, oaxes[3]: e})
+                                prod = binary("*", Load(sc, (ii, jj), "float32"), vv)
+                                return Store(at, (ri, col), binary("+", Load(at, (ri, col), "float32"), prod))
+
+                            return tile_nest(upd)
+
+                        return seq(
+                            tile_nest(load_acc), _loop("pv_j", keys, "serial", per_key), tile_nest(save_acc)
+                        )
+
+                    return _loop("pv_e", E // (w * pc), "serial", eo_tiles)
+
+                stmt = seq(
+                    _loop("qk_i", bq // r, "serial", qk_tiles),
+                    _loop("sm_i", bq, "serial", soft_row),
+                    _loop("pv_i", bq // rp, "serial", pv_tiles),
+                )
+                if causal is not None:  # a key block wholly above the diagonal is skipped
+                    last_visible = binary("+", q0, _c(bq - 1 + causal))
+                    stmt = IfThenElse(compare("<=", k0, last_visible), stmt)
+                return stmt
+
+            def store_row(ii: Var) -> Stmt:
+                i = row(ii)
+
+                def evec(eo: Var) -> Stmt:
+                    def lane(ev: Var) -> Stmt:
+                        e = binary("+", binary("*", eo, _c(w)), ev)
+                        val = binary("/", Load(acc, (ii, e), "float32"), Load(lrow, (ii,), "float32"))
+                        return Store(obuf, (b, h, i, e), val)
+
+                    return _loop("o_v", w, "vectorized", lane)
+
+                nest = _loop("o_e", E // w, "serial", evec)
+                return nest if S % bq == 0 else IfThenElse(compare("<", i, _c(S)), nest)
+
+            parts = [_loop("q_i", bq, "serial", q_row), _loop("init_i", bq, "serial", init_row)]
+            if nfull:
+                parts.append(_loop("kb", nfull, "serial", lambda kb: block(kb, bk, bk)))
+            if tail:
+                parts.append(block(_c(nfull), tail_cols, tail))
+            parts.append(_loop("out_i", bq, "serial", store_row))
+            stmt = seq(*parts)
+            for buf in reversed(locals_):
+                stmt = Allocate(buf, stmt)
+            return stmt
+
+        obuf = self.info[p.out].buffer
+        assert obuf is not None
+        main = _loop("flash_t", B * H * nqb, "parallel", body)
+        return Allocate(kt, seq(pack_nest, main))
+
+    def _expr(self, e: Expr, mapping: dict) -> Expr:
+        """``e`` (an inlined te expression) at the given axis values, its reads as loads."""
+        return rewrite(substitute(e, mapping), self.load)
+
+    def _score(
+        self, x_body: Expr, axes: tuple, qk_name: str, b: Expr, h: Expr, i: Expr, j: Expr, value: Expr
+    ) -> Expr:
+        """The scores stage's expression at (b, h, i, j) with its read of QK replaced by ``value``."""
+        e = substitute(x_body, dict(zip(axes, (b, h, i, j))))
+
+        def swap(x: Expr) -> Expr | None:
+            if isinstance(x, TensorRead) and self.sch.stage_of(x.tensor.op).name == qk_name:
+                return value
+            return self.load(x)
+
+        return rewrite(e, swap)
+
+
+def flash_to_loops(sch: Schedule, args: list[Tensor], name: str) -> PrimFunc:
+    """:func:`~.schedule_ops.schedule_to_loops` for a schedule with flash attentions."""
+    return FlashLowerer(sch, args, name).run()

@@ -1,0 +1,176 @@
+"""The flash-attention rewrite as a schedule step and a sketch rule.
+
+Where :func:`~.attention_pattern.match_attention` finds scores -> softmax -> weighted sum, the step
+``flash_attention`` on the output stage replaces the seven stages by one blocked loop nest (lowered
+by :mod:`autosched.lower.flash`): query blocks of ``block_q`` rows (the parallel unit, Q reused across
+all key blocks), key blocks of ``block_k``, an online softmax (running max and sum per row, the
+accumulator rescaled), the score tile ``rows x 16*cols`` and the output tile ``pv_rows x pv_cols``
+vectors in registers. Memory stays linear in the sequence: no L x L buffer exists. The te stages stay
+the semantics (what the numpy reference evaluates); the step's six numbers are the decisions the
+search samples and mutates, recorded in the trace like any other step.
+
+Why a rewrite and not a te construct: users, topi and the ONNX frontend keep writing softmax-then-
+contract as te, and every such program benefits; GPU-style targets keep the unfused stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import ScheduleError
+from ..te.tensor import ComputeOp
+from .attention_pattern import AttentionPattern, match_attention
+from .sketch_base import BuilderBase
+from .trace import Step
+
+if TYPE_CHECKING:
+    from .schedule import Schedule
+
+FLASH_ARGS = ("block_q", "block_k", "rows", "cols", "pv_rows", "pv_cols")
+MAX_TILE_VECTORS = 24  # of AVX-512's 32 registers: the rest hold operands
+BLOCK_Q = (8, 16, 24, 32, 48, 64, 96, 128)
+BLOCK_K = (32, 64, 128, 192, 256, 384, 512)
+ROWS = (1, 2, 3, 4, 6, 8)
+LANES = 16  # the score tile's lanes run over keys (K is packed transposed)
+
+
+@dataclass(frozen=True)
+class FlashConfig:
+    pattern: AttentionPattern
+    block_q: int
+    block_k: int
+    rows: int
+    cols: int
+    pv_rows: int
+    pv_cols: int
+
+
+def value_lanes(width: int) -> int:
+    """Vector lanes over the value (head) dimension: the widest of 16, 8, 4, 2, 1 dividing it."""
+    return next(w for w in (16, 8, 4, 2, 1) if width % w == 0)
+
+
+def shape_of(sch: Schedule, pattern: AttentionPattern) -> tuple[int, int, int, int, int, int]:
+    """(B, H, S, L, D, E): batch, query heads, queries, keys, head size, value size."""
+    out, qk = sch[pattern.out].op, sch[pattern.qk].op
+    assert isinstance(out, ComputeOp) and isinstance(qk, ComputeOp)
+    B, H, S, L = qk.shape
+    return B, H, S, L, qk.reduce_axis[0].extent, out.shape[3]
+
+
+def config_problem(sch: Schedule, pattern: AttentionPattern, args: tuple[int, ...]) -> str | None:
+    """Why ``args`` cannot configure this attention, or None."""
+    _, _, _, _, _, E = shape_of(sch, pattern)
+    block_q, block_k, rows, cols, pv_rows, pv_cols = args
+    vectors = E // value_lanes(E)
+    if block_q % rows or block_q % pv_rows:
+        return f"block_q {block_q} is not a multiple of rows {rows} and pv_rows {pv_rows}"
+    if block_k % (LANES * cols):
+        return f"block_k {block_k} is not a multiple of {LANES} * cols {cols}"
+    if rows * cols > MAX_TILE_VECTORS or pv_rows * pv_cols > MAX_TILE_VECTORS:
+        return f"a register tile of more than {MAX_TILE_VECTORS} vectors"
+    if vectors % pv_cols:
+        return f"pv_cols {pv_cols} does not divide the {vectors} vectors of a value row"
+    if block_q > 512 or block_k > 2048:
+        return "blocks of at most 512 queries and 2048 keys"
+    return None
+
+
+def flash_attention(sch: Schedule, stage: str, *args: int) -> None:
+    """Apply the rewrite to the attention ending at ``stage`` (its members untouched so far)."""
+    if len(args) != len(FLASH_ARGS) or not all(isinstance(a, int) and a > 0 for a in args):
+        raise ScheduleError(
+            f"flash_attention: expected six positive ints ({', '.join(FLASH_ARGS)}), got {args}"
+        )
+    out = sch[stage]
+    pattern = match_attention(sch, out)
+    if pattern is None:
+        raise ScheduleError(
+            f"flash_attention: stage {stage!r} does not end an attention (contraction, max, exp, sum, "
+            "divide, contraction with v)"
+        )
+    for name in pattern.members:
+        st = sch[name]
+        if st.relations or st.annotations or st.pragmas or st.attach != ("root",):
+            raise ScheduleError(f"flash_attention: member stage {name!r} of {stage!r} was already scheduled")
+    problem = config_problem(sch, pattern, tuple(args))
+    if problem:
+        raise ScheduleError(f"flash_attention on {stage!r}: {problem}")
+    sch.flash[out.name] = FlashConfig(pattern, *args)
+    sch._record(Step("flash_attention", out.name, tuple(args)))
+
+
+def options(sch: Schedule, pattern: AttentionPattern) -> dict[str, list[int]]:
+    """The values each decision may take for this attention's shape."""
+    _, _, S, L, _, E = shape_of(sch, pattern)
+    vectors = E // value_lanes(E)
+    padded_s = max(8, S)
+    return {
+        "block_q": [q for q in BLOCK_Q if q <= padded_s] or [BLOCK_Q[0]],
+        "block_k": [k for k in BLOCK_K if k <= max(32, 2 * L)] or [BLOCK_K[0]],
+        "rows": list(ROWS),
+        "cols": [1, 2, 4],
+        "pv_rows": list(ROWS),
+        "pv_cols": [c for c in (1, 2, 4, 8) if vectors % c == 0],
+    }
+
+
+def default_config(sch: Schedule, pattern: AttentionPattern) -> tuple[int, ...]:
+    """A schedule measured well here: 64 x 256 blocks, 4 x 4 score tile, full value rows of 4 rows."""
+    _, _, S, _, _, E = shape_of(sch, pattern)
+    vectors = E // value_lanes(E)
+    pv_cols = max(c for c in (1, 2, 4, 8) if vectors % c == 0)
+    pv_rows = max(1, min(4, MAX_TILE_VECTORS // pv_cols))
+    block_q = 64 if S >= 64 else 16
+    args = (block_q, 256, 4, 4, pv_rows, pv_cols)
+    assert config_problem(sch, pattern, args) is None, args
+    return args
+
+
+def apply_default_flash(sch: Schedule) -> set[str]:
+    """The default rewrite of every attention in ``sch``; the names of the stages it took over (and of
+    each K stage, which must then stay a plain root stage)."""
+    from .attention_pattern import find_attentions
+
+    taken: set[str] = set()
+    for pattern in find_attentions(sch):
+        if pattern.out in taken or any(n in taken for n in pattern.members):
+            continue
+        try:
+            flash_attention(sch, pattern.out, *default_config(sch, pattern))
+        except ScheduleError:
+            continue
+        taken.update(pattern.members)
+        taken.add(pattern.k_stage)  # packed from its own buffer: not inlined
+    return taken
+
+
+class AttentionRules(BuilderBase):
+    flash_style = "cpu"  # the rewrite lowers for CPU-style targets; the GPU builder keeps the stages
+
+    def flash_rule(self) -> None:
+        """Rewrite each attention with sampled blocks and tiles; its stages are then done."""
+        from .attention_pattern import find_attentions
+
+        if self.flash_style != "cpu":
+            return
+        s = self.s
+        for pattern in find_attentions(s):
+            if any(n in self.done for n in pattern.members):
+                continue
+            opts = options(s, pattern)
+            args: tuple[int, ...] = ()
+            for _ in range(32):  # resample until the choices fit together (block_q a multiple of rows)
+                args = tuple(self.choose(f"{pattern.out}/flash/{k}", opts[k]) for k in FLASH_ARGS)
+                if config_problem(s, pattern, args) is None:
+                    break
+                for k in FLASH_ARGS:
+                    self.given.pop(f"{pattern.out}/flash/{k}", None)
+            else:
+                args = default_config(s, pattern)
+                self.used.update({f"{pattern.out}/flash/{k}": v for k, v in zip(FLASH_ARGS, args)})
+            flash_attention(s, pattern.out, *args)
+            self.done.update(pattern.members)
+            # K is packed transposed from its own buffer: a computed K stays a plain root stage.
+            self.done.add(pattern.k_stage)
