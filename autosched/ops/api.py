@@ -159,17 +159,39 @@ def layer_norm(
 
 
 def attention(
-    q: Any, k: Any, v: Any, scale: float | None = None, causal: bool = False, *,
+    q: Any, k: Any, v: Any, causal: bool = False, mask: Any = None, scale: float | None = None, *,
     platform: Platform = "auto", logs: Logs = None,
 ) -> np.ndarray:  # fmt: skip
-    """``softmax(q @ k^T * scale) @ v``: q (B, H, S, D), k (B, H, L, D), v (B, H, L, Dv)."""
+    """``softmax(q @ k^T * scale + mask) @ v``: q (B, H, S, D), k (B, Hkv, L, D), v (B, Hkv, L, Dv).
+
+    ``Hkv`` may divide ``H`` (grouped-query / multi-query attention: query head h reads K/V head
+    ``h // (H // Hkv)``); ``mask`` is additive, broadcast to (B, H, S, L) (-inf hides a key); ``causal``
+    lets query i see keys up to ``i + L - S``. On CPUs it runs as a flash-attention loop nest (memory
+    linear in the sequence). Example: ``ops.attention(q, k, v, causal=True)``.
+    """
     q, k, v = (as_array("attention", n, t) for n, t in (("q", q), ("k", k), ("v", v)))
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise ValueError(f"autosched.ops.attention: q, k, v must be 4-d, got {q.shape}, {k.shape}, {v.shape}")
     B, H, S, D = q.shape
-    args = {"B": B, "H": H, "S": S, "L": k.shape[2], "D": D, "Dv": v.shape[3], "causal": bool(causal),
+    L = k.shape[2]
+    arrays = [q, k, v]
+    if mask is not None:
+        m = as_array("attention", "mask", mask)
+        try:
+            m = np.ascontiguousarray(np.broadcast_to(m, (B, H, S, L)), dtype=q.dtype)
+        except ValueError:
+            raise ValueError(
+                f"autosched.ops.attention: mask of shape {m.shape} does not broadcast to (B, H, S, L) = "
+                f"{(B, H, S, L)}"
+            ) from None
+        arrays.append(m)
+    args = {"B": B, "H": H, "S": S, "L": L, "D": D, "Dv": v.shape[3], "causal": bool(causal),
             "scale": None if scale is None else float(scale), "dtype": _dt(q)}  # fmt: skip
-    return run_op("attention", "ops_attention", args, [q, k, v], platform, logs)
+    if k.shape[1] != H:
+        args["Hkv"] = k.shape[1]
+    if mask is not None:
+        args["masked"] = True
+    return run_op("attention", "ops_attention", args, arrays, platform, logs)
 
 
 def _binary(op: str, a: Any, b: Any, platform: str, logs: Logs) -> np.ndarray:

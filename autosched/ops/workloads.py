@@ -91,12 +91,19 @@ def ops_layer_norm(shape=(64, 64), axis=-1, epsilon=1e-5, dtype="float32"):
 
 
 @autosched.workload
-def ops_attention(B=1, H=4, S=64, L=64, D=32, Dv=None, causal=False, scale=None, dtype="float32"):
+def ops_attention(
+    B=1, H=4, S=64, L=64, D=32, Dv=None, causal=False, scale=None, dtype="float32", Hkv=None, masked=False
+):
+    """``Hkv``: K/V heads (grouped-query attention when fewer than ``H``); ``masked``: an additive
+    (B, H, S, L) mask is a fourth input."""
     Dv = D if Dv is None else Dv
+    Hkv = H if Hkv is None else Hkv
     q = te.placeholder((B, H, S, D), dtype, name="q")
-    k = te.placeholder((B, H, L, D), dtype, name="k")
-    v = te.placeholder((B, H, L, Dv), dtype, name="v")
-    return [q, k, v, topi.scaled_dot_product_attention(q, k, v, scale=scale, causal=causal)]
+    k = te.placeholder((B, Hkv, L, D), dtype, name="k")
+    v = te.placeholder((B, Hkv, L, Dv), dtype, name="v")
+    mask = te.placeholder((B, H, S, L), dtype, name="mask") if masked else None
+    out = topi.scaled_dot_product_attention(q, k, v, scale=scale, causal=causal, mask=mask)
+    return [q, k, v, out] if mask is None else [q, k, v, mask, out]
 
 
 BINARY: dict[str, Any] = {

@@ -121,7 +121,7 @@ def default_config(sch: Schedule, pattern: AttentionPattern) -> tuple[int, ...]:
     _, _, S, _, _, E = shape_of(sch, pattern)
     vectors = E // value_lanes(E)
     pv_cols = max(c for c in (1, 2, 4, 8) if vectors % c == 0)
-    pv_rows = max(1, min(4, MAX_TILE_VECTORS // pv_cols))
+    pv_rows = next(r for r in (4, 2, 1) if r * pv_cols <= MAX_TILE_VECTORS)
     block_q = 64 if S >= 64 else 16
     args = (block_q, 256, 4, 4, pv_rows, pv_cols)
     assert config_problem(sch, pattern, args) is None, args
