@@ -28,6 +28,7 @@ from ..codegen.llvm_vector import affine_index, why_not_vectorizable
 from ..lower.ir import Allocate, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from ..te.expr import Binary, Call, Cast, Compare, Expr, Logical, Not, Select, Var
 from .chip import ChipSpec
+from .guards import guard_share
 from .reuse import DTYPE_BYTES, Access, accesses, footprint_lines
 
 MATH_OPS = {"exp": 14, "log": 16, "tanh": 20, "sigmoid": 18, "erf": 24, "sqrt": 6, "rsqrt": 8, "pow": 32,
@@ -46,7 +47,8 @@ class Calibration:
     cache_fill: float = 0.9  # share of a cache a tile may fill before it misses (associativity, others)
     loop_uops: int = 2  # increment and compare-branch per iteration of a real loop
     call_us: float = 0.3  # entering the kernel
-    unroll_threshold: float = 200.0  # instructions of a loop body LLVM still unrolls fully
+    unroll_threshold: float = 200.0
+    window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap  # instructions of a loop body LLVM still unrolls fully
     alloc_us: float = 0.2  # one heap allocation and free
 
 
@@ -101,28 +103,36 @@ class _Model:
         self.heap_allocs = 0.0
         self.total_bytes = 0
 
-    def visit(self, s: Stmt, loops: list[For]) -> None:
+    def visit(self, s: Stmt, loops: list[For], weight: float = 1.0) -> None:
+        """``weight``: the share of the loops' iterations that reach ``s`` (guards)."""
         if isinstance(s, For):
             if s.extent <= 0:
                 return
             if s.kind == "parallel" and not any(lp.kind == "parallel" for lp in loops):
                 self.regions += math.prod(lp.extent for lp in loops)
-            self.visit(s.body, [*loops, s])
+            self.visit(s.body, [*loops, s], weight)
         elif isinstance(s, Seq):
             for x in s.stmts:
-                self.visit(x, loops)
-        elif isinstance(s, IfThenElse):  # guards: counted as if always taken (an upper bound)
-            self.visit(s.then, loops)
-            if s.otherwise is not None:
-                self.visit(s.otherwise, loops)
+                self.visit(x, loops, weight)
+        elif isinstance(s, IfThenElse):
+            share = guard_share(s.cond, loops)
+            if share > 0:
+                self.visit(s.then, loops, weight * share)
+            if s.otherwise is not None and share < 1:
+                self.visit(s.otherwise, loops, weight * (1 - share))
         elif isinstance(s, Allocate):
             nbytes = s.buffer.size * DTYPE_BYTES.get(s.buffer.dtype, 4)
             if nbytes > HEAP_ABOVE_BYTES:
                 self.heap_allocs += math.prod(lp.extent for lp in loops)
             self.total_bytes += nbytes
-            self.visit(s.body, loops)
+            self.visit(s.body, loops, weight)
         elif isinstance(s, Store):
-            self.stores.append(self.store(s, loops))
+            st = self.store(s, loops)
+            if weight < 1:
+                st.bounds = {k: v * weight for k, v in st.bounds.items()}
+                st.seconds *= weight
+                st.executions *= weight
+            self.stores.append(st)
 
     def vector_loop(self, loops: list[For]) -> For | None:
         """The loop codegen emits in vector types: the outermost vectorized one it can vectorize."""
@@ -146,9 +156,13 @@ class _Model:
         store_acc = acc_list[0]
         is_acc = any(ld.buffer is s.buffer for ld in loads)
         notes: list[str] = []
-        auto_vec = False
-        if vec is None:
-            auto_vec = self.auto_vectorized(s, loads, loops, is_acc)
+        body = math.ceil(vec.extent / lanes) * (fp_ops + len(loads) + 1) if vec else fp_ops + len(loads) + 1
+        flat = self.fully_unrolled(loops, body)
+        real = [lp for lp in loops if lp.kind not in ("unrolled", "vectorized") and lp.extent > 1
+                and id(lp) not in flat]  # fmt: skip
+        auto_vec = vec is None and self.auto_vectorized(s, loads, real, store_acc)
+        if auto_vec:
+            notes.append(f"loop {real[-1].var.name} left to LLVM's loop vectorizer")
         if vec is not None:
             vlen, regs_per_group = vec.extent, math.ceil(vec.extent / lanes)
             if vec.extent % lanes and vec.extent > lanes:
@@ -158,11 +172,8 @@ class _Model:
         else:
             vlen, regs_per_group = 1, 1
         groups = n_exec / vlen  # executions of the (vector) body
-        # Which loops really iterate (not unrolled, not the vector one): hoisting and promotion act on them.
-        body = regs_per_group * (fp_ops + len(loads) + 1)
-        flat = self.fully_unrolled(loops, body)
-        real = [lp for lp in loops if lp.kind not in ("unrolled", "vectorized") and lp.extent > 1
-                and id(lp) not in flat]  # fmt: skip
+        vloop = vec or (real[-1] if auto_vec else None)
+        # ``real``: the loops that really iterate (not unrolled, not vector): hoisting and promotion act on them.
         # Accumulator promoted to a register across the innermost real loops it does not move with.
         promoted = 1.0
         for lp in reversed(real):
@@ -178,8 +189,10 @@ class _Model:
             if acc.buffer is s.buffer:
                 n_loads += stores
                 continue
-            reps = math.prod(lp.extent for lp in loops if lp is not vec and acc.depends_on(id(lp.var)))
-            per, shuf = self.vector_access(acc, vec, regs_per_group, lanes)
+            reps = self.executions(acc, loops, vloop, flat)
+            if auto_vec and vloop is not None:
+                reps *= vloop.extent / lanes
+            per, shuf = self.vector_access(acc, vloop, regs_per_group, lanes)
             n_loads += reps * per
             shuffles += reps * shuf
         if vec is not None:
@@ -192,10 +205,13 @@ class _Model:
         fp = groups * regs_per_group * fp_ops
         inner_real = real[-1] if real else None
         iters = n_exec / math.prod(lp.extent for lp in loops[loops.index(inner_real) + 1 :]) if inner_real else 1
+        iters /= lanes if auto_vec else 1
         uops = fp + n_loads + stores + shuffles + cal.loop_uops * iters
         cycles = max(fp / chip.fma_units, n_loads / chip.load_ports, stores / chip.store_ports,
                      uops / cal.issue_width)  # fmt: skip
-        chain = self.chain(s, loops, vec, is_acc, store_acc, regs_per_group, promoted, flat, notes)
+        per_update = uops / max(1.0, groups * regs_per_group)
+        chain = self.chain(loops, vec, vloop, vlen / regs_per_group, is_acc, store_acc, promoted, flat,
+                           per_update, notes)  # fmt: skip
         par, per_core = self.parallel(loops)
         clock = chip.clock_ghz * 1e9
         bounds = {"compute": cycles / clock * per_core, "chain": chain * n_exec / clock * per_core}
@@ -203,6 +219,22 @@ class _Model:
         big = max(bounds.values())
         seconds = big + cal.overlap * (sum(bounds.values()) - big)
         return StoreTime(s.buffer.name, tuple(map(_loop_label, loops)), n_exec, bounds, seconds, notes)
+
+    @staticmethod
+    def executions(acc: Access, loops: list[For], vloop: For | None, flat: set[int]) -> float:
+        """How often a load of ``acc`` runs: LICM hoists it out of the innermost loops that do not move
+        it, up to the innermost real loop that does; copies in unrolled loops inside that one are CSE'd."""
+        n, hoisting = 1.0, True
+        for lp in reversed(loops):
+            if lp is vloop:
+                continue
+            dep = acc.depends_on(id(lp.var))
+            real = lp.kind not in ("unrolled", "vectorized") and id(lp) not in flat and lp.extent > 1
+            if dep or not hoisting:
+                n *= lp.extent
+            if dep and real:
+                hoisting = False
+        return n
 
     def fully_unrolled(self, loops: list[For], body: float) -> set[int]:
         """Serial loops LLVM unrolls completely itself: innermost first, while the unrolled body stays
@@ -219,16 +251,18 @@ class _Model:
             out.add(id(lp))
         return out
 
-    def auto_vectorized(self, s: Store, loads: list[Load], loops: list[For], is_acc: bool) -> bool:
-        """LLVM's loop vectorizer takes an innermost serial loop that writes and reads unit-stride (or
-        invariant) elements and is not a float reduction (it may not reorder those without fast-math)."""
-        if not loops or loops[-1].kind not in ("serial", "parallel") or loops[-1].extent < self.chip.lanes:
+    def auto_vectorized(self, s: Store, loads: list[Load], real: list[For], store_acc: Access) -> bool:
+        """LLVM's loop vectorizer takes the innermost real loop when it writes unit-stride elements, reads
+        unit-stride, invariant or interleaved ones, and is not a float reduction over that loop (it may
+        not reorder those without fast-math)."""
+        if not real or real[-1].extent < self.chip.lanes:
             return False
-        var = loops[-1].var
+        var = real[-1].var
         st = affine_index(s.buffer, s.indices, var)
-        if st is None or st.coeff != 1 or is_acc:
+        if st is None or st.coeff != 1 or not store_acc.depends_on(id(var)):
             return False
-        return all((f := affine_index(ld.buffer, ld.indices, var)) is not None and f.coeff in (0, 1) for ld in loads)
+        return all((f := affine_index(ld.buffer, ld.indices, var)) is not None and 0 <= f.coeff <= 2
+                   for ld in loads)  # fmt: skip
 
     @staticmethod
     def vector_access(acc: Access, vec: For | None, regs: int, lanes: int) -> tuple[float, float]:
@@ -247,21 +281,26 @@ class _Model:
             worst = max(worst, cost)
         return worst
 
-    def chain(self, s: Store, loops: list[For], vec: For | None, is_acc: bool, store_acc: Access,
-              regs: int, promoted: float, flat: set[int], notes: list[str]) -> float:  # fmt: skip
-        """Cycles per execution that the accumulator's dependency chain needs."""
+    def chain(self, loops: list[For], vec: For | None, vloop: For | None, lanes_used: float, is_acc: bool,
+              store_acc: Access, promoted: float, flat: set[int], uops_per_update: float,
+              notes: list[str]) -> float:  # fmt: skip
+        """Cycles per execution that the accumulator's dependency chains need: each of the innermost
+        reduction loop's iterations waits for the last, across ``accumulators`` independent vectors (and
+        more when whole chains are short enough for the out-of-order window to overlap several)."""
         if not is_acc:
             return 0.0
         chip, lat = self.chip, float(self.chip.fma_latency_cycles)
-        red = next((k for k in range(len(loops) - 1, -1, -1) if not store_acc.depends_on(id(loops[k].var))
-                    and loops[k].extent > 1), None)  # fmt: skip
+        moves = [store_acc.depends_on(id(lp.var)) or lp.extent == 1 for lp in loops]
+        red = next((k for k in range(len(loops) - 1, -1, -1) if not moves[k]), None)
         if red is None:
             return 0.0
-        tile = loops[red + 1 :]
-        tile_elems = float(math.prod(lp.extent for lp in tile)) or 1.0
-        if loops[red] is vec:  # lanes folded as a tree, then one scalar accumulator per vector body
+        if loops[red] is vec and vec is not None:  # lanes folded as a tree, one scalar chain per vector body
             return (lat + chip.store_forward_cycles) / vec.extent
-        accumulators = tile_elems / (vec.extent / regs if vec is not None else 1.0)
+        tile = loops[red + 1 :]
+        elems = float(math.prod(lp.extent for lp in tile))
+        if vloop is not None and vloop not in tile:
+            elems *= lanes_used  # the vector's lanes are independent chains too
+        accumulators = elems / lanes_used
         in_regs = promoted > 1 or all(
             lp.kind in ("unrolled", "vectorized") or lp.extent == 1 or id(lp) in flat for lp in tile
         )
@@ -270,7 +309,9 @@ class _Model:
             notes.append(f"{accumulators:.0f} accumulators spill past {chip.vector_registers} registers")
         if not in_regs:
             lat += chip.store_forward_cycles
-        return lat / tile_elems
+        chain_len = math.prod(lp.extent for lp, mv in zip(loops, moves) if not mv)
+        overlap = max(1.0, self.calib.window_uops / (chain_len * accumulators * uops_per_update))
+        return lat / (elems * overlap)
 
     def parallel(self, loops: list[For]) -> tuple[int, float]:
         """(cores used, share of the work the busiest core runs)."""
@@ -304,8 +345,8 @@ class _Model:
                 keep = min(1.0, max(0.0, (2 * cap - total[kc + 1]) / cap))
                 traffic = traffic ** (1 - keep) * moved(kc + 1) ** keep if keep > 0 else traffic
             last = c == len(caches) - 1
-            if last and kc == len(loops) and self.total_bytes <= cap:
-                traffic = 0.0  # timed warm: the whole program stays in the last level
+            if kc == len(loops) and self.total_bytes <= cap:
+                traffic = 0.0  # timed warm: the whole program stays in this level from the last run
             if last:
                 single = chip.single_core_memory_bandwidth_gbs or chip.memory_bandwidth_gbs
                 bw = min(chip.memory_bandwidth_gbs, single * cores)

@@ -1,0 +1,71 @@
+"""How often a guard holds: the share of its loops' iterations where an ``IfThenElse`` condition is true.
+
+Lowering guards padding and non-dividing splits with conditions on loop variables; the model weighs
+each branch by the share of iterations that take it, estimated on sampled points of the loops around
+it (integer arithmetic with the IR's floor semantics). Anything it cannot evaluate counts as true.
+
+Example: ``share = guard_share(if_stmt.cond, loops)      # 0.96 for a padding check``
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ..lower.ir import For
+from ..te.expr import Binary, Cast, Compare, Const, Expr, Logical, Not, Var
+
+SAMPLES = 64
+
+
+class _Opaque(Exception):
+    pass
+
+
+def _eval(e: Expr, env: dict[int, int]) -> Any:
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var):
+        if id(e) not in env:
+            raise _Opaque
+        return env[id(e)]
+    if isinstance(e, Cast):
+        return _eval(e.value, env)
+    if isinstance(e, Not):
+        return not _eval(e.a, env)
+    if isinstance(e, Logical):
+        a, b = _eval(e.a, env), _eval(e.b, env)
+        return (a and b) if e.op == "and" else (a or b)
+    if isinstance(e, Compare):
+        a, b = _eval(e.a, env), _eval(e.b, env)
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[e.op]
+    if isinstance(e, Binary):
+        a, b = _eval(e.a, env), _eval(e.b, env)
+        if e.op == "+":
+            return a + b
+        if e.op == "-":
+            return a - b
+        if e.op == "*":
+            return a * b
+        if e.op == "//" and b:
+            return a // b
+        if e.op == "%" and b:
+            return a % b
+        if e.op == "min":
+            return min(a, b)
+        if e.op == "max":
+            return max(a, b)
+    raise _Opaque
+
+
+def guard_share(cond: Expr, loops: list[For], seed: int = 0) -> float:
+    """The estimated share (0..1) of the iterations of ``loops`` where ``cond`` holds."""
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(SAMPLES):
+        env = {id(lp.var): rng.randrange(lp.extent) for lp in loops if lp.extent > 0}
+        try:
+            hits += bool(_eval(cond, env))
+        except (_Opaque, KeyError, TypeError, ZeroDivisionError):
+            return 1.0
+    return hits / SAMPLES
