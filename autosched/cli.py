@@ -125,6 +125,11 @@ def _compare_with_numpy(tasks: list[Any], tuner: Any) -> None:
 def cmd_devices(ns: argparse.Namespace) -> int:
     from .hai.registry import list_devices
 
+    if ns.chip_file:  # the simulator (issue 16): this target's measured facts as a chip file
+        from .sim_cli import write_chip_file
+
+        print(write_chip_file(ns.chip_file, ns.target or "llvm-cpu", remeasure=ns.remeasure))
+        return 0
     for line in list_devices(remeasure=ns.remeasure):
         print(line)
     return 0
@@ -199,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("devices", help="list the targets this machine can run, with chip facts")
     d.add_argument("--remeasure", action="store_true",
                    help="measure peak and bandwidth again (with nothing else running)")  # fmt: skip
+    d.add_argument("--chip-file", metavar="OUT", help="write the measured facts of --target as a chip file")
+    d.add_argument("--target", help="with --chip-file: the local target (default llvm-cpu)")
     d.set_defaults(func=cmd_devices)
 
     lg = sub.add_parser("logs", help="inspect and combine tuning logs")
@@ -222,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .farm_cli import add_worker_parser
 
     add_worker_parser(sub)  # autosched worker: farm_cli.py (imports Dask only when it runs)
+    from .sim_cli import add_sim_parser
+
+    add_sim_parser(sub)  # autosched sim explain: sim_cli.py (issue 16)
     return p
 
 
@@ -246,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(ns: argparse.Namespace) -> str:
     """The command as typed: ``tune``, ``logs merge``."""
-    return " ".join(filter(None, [ns.command, getattr(ns, "logs_cmd", None)]))
+    return " ".join(filter(None, [ns.command, getattr(ns, "logs_cmd", None), getattr(ns, "sim_cmd", None)]))
 
 
 def error_line(e: BaseException) -> str:

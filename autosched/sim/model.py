@@ -62,6 +62,7 @@ class StoreTime:
     bounds: dict[str, float]
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    reloads: dict[str, str] = field(default_factory=dict)  # level -> the loop that brings its tile in again
 
     @property
     def dominant(self) -> str:
@@ -215,10 +216,11 @@ class _Model:
         par, per_core = self.parallel(loops)
         clock = chip.clock_ghz * 1e9
         bounds = {"compute": cycles / clock * per_core, "chain": chain * n_exec / clock * per_core}
-        bounds.update(self.memory(acc_list, loops, n_exec, par, per_core))
+        reloads: dict[str, str] = {}
+        bounds.update(self.memory(acc_list, loops, n_exec, par, per_core, reloads))
         big = max(bounds.values())
         seconds = big + cal.overlap * (sum(bounds.values()) - big)
-        return StoreTime(s.buffer.name, tuple(map(_loop_label, loops)), n_exec, bounds, seconds, notes)
+        return StoreTime(s.buffer.name, tuple(map(_loop_label, loops)), n_exec, bounds, seconds, notes, reloads)
 
     @staticmethod
     def executions(acc: Access, loops: list[For], vloop: For | None, flat: set[int]) -> float:
@@ -322,7 +324,9 @@ class _Model:
         return used, math.ceil(par.extent / self.chip.cores) / par.extent
 
     def memory(self, acc_list: list[Access], loops: list[For], n_exec: float, cores: int,
-               per_core: float) -> dict[str, float]:  # fmt: skip
+               per_core: float, reloads: dict[str, str]) -> dict[str, float]:  # fmt: skip
+        """Seconds of the lines each level misses, at the next level's bandwidth; ``reloads`` gets, per
+        level that serves them, the loop whose every iteration brings the tile in again."""
         chip, caches = self.chip, self.chip.caches
         iters = [1.0]
         for lp in reversed(loops):
@@ -347,6 +351,9 @@ class _Model:
             last = c == len(caches) - 1
             if kc == len(loops) and self.total_bytes <= cap:
                 traffic = 0.0  # timed warm: the whole program stays in this level from the last run
+            served_by = "DRAM" if last else f"L{caches[c + 1].level}"
+            if kc < len(loops) and traffic > 0:
+                reloads[served_by] = loops[len(loops) - kc - 1].var.name
             if last:
                 single = chip.single_core_memory_bandwidth_gbs or chip.memory_bandwidth_gbs
                 bw = min(chip.memory_bandwidth_gbs, single * cores)

@@ -1,0 +1,57 @@
+"""A chip file from a local target's measured facts (``autosched devices --chip-file OUT``).
+
+The measured peak and bandwidths (``hai.chip_facts``) fix the clock (peak a core / lanes / 2 flops /
+FMA units), the L2 and memory bandwidths; the caches come from the adapter's facts. What cannot be
+measured cheaply (FMA latency, ports, registers) takes the values of the ISA's usual cores, and the
+``source`` says which figures are which.
+
+Example::
+
+    chip = chip_from_facts(measured_info(adapter), "llvm-cpu")
+    write_chip(chip, "mychip.json")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from .chip import CacheLevel, ChipSpec, parse_chip
+
+
+def chip_from_facts(info: Any, target: str) -> ChipSpec:
+    """``info``: a ChipInfo (hai.base) with measured ``peak_gflops`` and ``bandwidth_gbs``."""
+    if info.kind != "cpu":
+        raise ValueError(f"--chip-file writes CPU chips from measured facts; {target} is a {info.kind} target")
+    extra = dict(info.extra or {})
+    measured = extra.get("facts") == "measured"
+    lanes = max(1, info.vector_bits // 32)
+    avx512 = "avx512f" in info.features
+    fma_units = 2
+    cores = max(1, info.cores)
+    peak_core = float(extra.get("peak_gflops_core") or info.peak_gflops / cores)
+    clock = round(peak_core / (lanes * 2 * fma_units), 3) if peak_core > 0 else 3.0
+    l2_bw = float(extra.get("l2_bandwidth_gbs", 0.0)) / cores or clock * 32
+    mem_bw = float(info.bandwidth_gbs) or 20.0
+    caches = [CacheLevel(1, info.l1_bytes or 32 * 1024, 64, round(clock * 64 * 2, 1))]
+    caches.append(CacheLevel(2, max(info.l2_bytes, caches[0].size_bytes * 2), 64, round(l2_bw, 1)))
+    if info.l3_bytes > caches[1].size_bytes:
+        caches.append(CacheLevel(3, info.l3_bytes, 64, round(max(mem_bw / cores, l2_bw / 3), 1), shared=True))
+    how = "measured by autosched devices" if measured else "estimated (not measured: AUTOSCHED_MEASURE_CHIP=0?)"
+    source = (
+        f"{target} on this machine, {time.strftime('%Y-%m-%d', time.gmtime())}: peak {peak_core:.1f} GFLOP/s a "
+        f"core and {mem_bw:.1f} GB/s memory {how}; clock = peak / ({lanes} lanes x 2 x {fma_units} FMA units); "
+        f"caches from the adapter (sysfs); L2 bandwidth a core from the L2 copy probe; FMA latency 4, "
+        f"{32 if avx512 else 16} vector registers, 2 loads + 1 store a cycle: usual values for the ISA"
+    )
+    data = {
+        "name": info.name, "kind": "cpu", "isa": str(extra.get("triple", "x86_64")).split("-")[0],
+        "llvm_cpu": info.arch, "features": sorted(info.features), "cores": cores,
+        "simd_bits": info.vector_bits, "fma_units": fma_units, "vector_registers": 32 if avx512 else 16,
+        "clock_ghz": clock, "fma_latency_cycles": 4, "caches": [c.__dict__ for c in caches],
+        "memory_bandwidth_gbs": round(mem_bw, 1), "parallel_overhead_us": 0.5, "source": source,
+    }  # fmt: skip
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+    return parse_chip(data, f"<measured {target} {digest}>")
