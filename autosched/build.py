@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,57 +70,3 @@ def build(
     func = lower(sch, args, name, target=target)
     adapter = get_adapter(target)
     return BuiltFunction(func, adapter, adapter.compile(func), count_inputs(args))
-
-
-class IsolatedFunction:
-    """A kernel compiled by :func:`build_isolated`: callable on numpy arrays like BuiltFunction.
-
-    ``kernel.cfunc`` is the C entry point, for callers that time it without the argument checks.
-    """
-
-    def __init__(self, name: str, args: Sequence[Tensor], kernel: Any, target: Target):
-        self.name = name
-        self.args = tuple(args)
-        self.n_inputs = count_inputs(args)
-        self.kernel = kernel  # a runtime.link.LoadedKernel
-        threads = target.get("num-threads")
-        self._set_threads = None
-        if threads:  # as the adapter's launch does: the target's thread count, for parallel loops
-            set_threads = get_adapter(target).set_num_threads
-            self._set_threads = lambda: set_threads(int(threads))
-
-    def __call__(self, *arrays: Any) -> None:
-        checked = check_arrays(self.name, self.args, arrays, self.n_inputs)
-        if self._set_threads is not None:
-            self._set_threads()
-        self.kernel(checked)
-
-
-def build_isolated(
-    args: Sequence[Tensor],
-    trace: Any,
-    target: str | Target = "llvm-cpu",
-    name: str = "main",
-    *,
-    timeout_s: float | None = None,
-    memory_bytes: int | None = None,
-) -> IsolatedFunction:
-    """``trace`` (say, a record from a log) compiled in a worker with a time and memory limit.
-
-    For CPU targets whose adapter emits objects; a trace that hangs or exhausts the compiler is a
-    CompileError here, never a hung caller. Example: ``f = build_isolated([A, B, C], rec.trace)``.
-    """
-    from .measure.isolated import compile_isolated
-    from .runtime.link import LoadedKernel, load_function
-    from .runtime.scratch import scratch_dir
-    from .target import parse_target
-
-    t = parse_target(target)
-    so = compile_isolated(
-        list(args), count_inputs(args), str(t), trace, name, timeout_s=timeout_s, memory_bytes=memory_bytes
-    )
-    with scratch_dir("autosched-build-") as tmp:
-        path = Path(tmp) / f"{name}.so"
-        path.write_bytes(so)
-        kernel = LoadedKernel(load_function(path, name, len(args)), path)  # mapped: the file may go
-    return IsolatedFunction(name, args, kernel, t)

@@ -1,4 +1,6 @@
-"""The exceptions autosched raises on purpose. The tuner catches exactly these, nothing broader."""
+"""The exceptions autosched raises on purpose (the tuner catches exactly these, nothing broader), and how a
+failed candidate is written down: its error kind and what it costs. One place, below every layer that
+reads them (measurement makes them, logs keep them, the cost model and the search weigh them)."""
 
 
 class AutoschedError(Exception):
@@ -31,3 +33,17 @@ class WorkloadError(AutoschedError):
 
 class OnnxImportError(AutoschedError):
     """An ONNX model the frontend cannot import: the message names the node, input or op, and why."""
+
+
+# Why a candidate failed, from first to last stage:
+ERROR_KINDS = (
+    "schedule",  # the trace does not replay, or the schedule does not lower (ScheduleError, LowerError)
+    "compile",  # the compiler or linker refused (CompileError), or the build took too long
+    "timeout",  # the kernel did not finish within the runner's timeout
+    "crash",  # the process died (a signal, e.g. SIGSEGV); the message names the signal
+    "memory",  # an allocation failed or the memory limit was hit
+    "wrong_result",  # outputs differ from the numpy reference (message: max abs/rel error)
+    "run",  # any other failure while running (RunError)
+)
+
+FAILED_COST = 1e10  # seconds; what a failed candidate costs in a cost model's eyes (TVM's choice)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..hai.base import ChipInfo
+from ..chip import ChipInfo
 from ..lower.ir import Allocate, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var
 

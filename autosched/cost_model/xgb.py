@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.result import FAILED_COST
+from ..errors import FAILED_COST
 from .features import FEATURE_COUNT
 
 OBJECTIVES = {"reg": "reg:squarederror", "rank": "rank:pairwise"}

@@ -192,9 +192,9 @@ def compile_model(
 
     Example: ``model = autosched.compile_model("m.onnx", log="tuning_logs/m.jsonl"); model.run({...})``.
     """
-    from ..build import build, build_isolated
+    from ..build import build
     from ..hai.registry import get_adapter
-    from ..measure.isolated import compile_isolated, render_source_job
+    from ..measure.isolated import build_isolated, compile_isolated, render_source_job
     from ..records.record import fingerprint_of
     from ..runtime.export import choose_schedules
     from ..search_space.schedule import replay

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from .c_api import MODEL_RUN, build_c_api
 from .compiled import as_graph, warn_untuned
 from .weights import INDEX, write_weights

@@ -6,38 +6,13 @@ compiles that source, moves memory, launches and times kernels, and states its c
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..chip import ChipInfo as ChipInfo  # the chip facts live next to the target; named here too
 from ..lower.ir import PrimFunc
 from ..target import Target
-
-
-@dataclass(frozen=True)
-class ChipInfo:
-    """Facts about a chip, recorded in logs and used as cost-model features."""
-
-    name: str  # e.g. "znver4" or "NVIDIA H200"
-    kind: str  # "cpu" | "gpu"
-    arch: str  # LLVM cpu name, "sm_90", OpenCL device version...
-    features: tuple[str, ...] = ()  # ISA features such as "avx512f"
-    cores: int = 1
-    vector_bits: int = 128
-    l1_bytes: int = 32 * 1024
-    l2_bytes: int = 1024 * 1024
-    l3_bytes: int = 0
-    shared_mem_bytes: int = 0
-    max_threads_per_block: int = 1
-    peak_gflops: float = 0.0  # fp32, estimated from clock x lanes x FMA units where not measured
-    bandwidth_gbs: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["features"] = list(self.features)
-        return d
 
 
 class Kernel(Protocol):

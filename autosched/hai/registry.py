@@ -15,8 +15,8 @@ import sys
 from typing import Any
 
 from ..errors import TargetError
-from ..target import Target, parse_target
-from .spec import AdapterSpec
+from ..target import AdapterSpec, Target, parse_target, register_kinds
+from ..target import style_of as style_of  # where the adapters' declared style is read
 
 ENTRY_POINT_GROUP = "autosched.adapters"
 
@@ -117,11 +117,6 @@ def get_adapter(target: str | Target) -> Any:
     return adapter
 
 
-def style_of(target: str | Target) -> str:
-    """``"cpu"`` or ``"gpu"``: which lowering passes, sketch rules and measurer ``target`` gets."""
-    return spec_of(parse_target(target).kind).style
-
-
 def default_target(style: str = "cpu") -> str:
     """The first built-in kind of ``style`` (``platform="cpu"`` means this one)."""
     for kind in BUILTIN:
@@ -164,3 +159,6 @@ def list_devices(remeasure: bool = False) -> list[str]:
             f"{info.peak_gflops:.0f} GFLOP/s fp32 peak{bandwidth} ({how}){runs}"
         )
     return lines
+
+
+register_kinds(sys.modules[__name__])  # target parsing (a lower layer) asks this module for the kinds

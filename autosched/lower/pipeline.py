@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import ScheduleError
 from ..search_space.schedule import Schedule
+from ..target import style_of
 from ..te.tensor import PlaceholderOp, Tensor
 from .bounds import check_bounds
 from .cross_thread import lower_cross_thread_reductions
@@ -63,9 +64,7 @@ def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", target: Any
     """
     style = "cpu"
     if target is not None:
-        from ..hai.registry import style_of  # the adapters declare their style; hai sits above lower
-
-        style = style_of(target)
+        style = style_of(target)  # the adapters declare it (autosched.target holds their declarations)
     check_bounds([t for t in args if not isinstance(t.op, PlaceholderOp)])  # once per program
     if sch.flash:  # flash attentions: one blocked loop nest each (lower/flash.py); CPU-style only
         from .flash import flash_to_loops

@@ -59,9 +59,9 @@ def compare_with_baseline(
     """
     import numpy as np
 
-    from ..build import build_isolated
     from ..errors import RunError
     from ..testing import split_args, tolerance
+    from .isolated import build_isolated
 
     ins, outs = split_args(args)
     # In a worker with time and memory limits: with --resume the trace is a record from the log.
@@ -83,7 +83,7 @@ def compare_with_baseline(
 def raw_call(fn: Any, arrays: Sequence[Any]) -> Callable[[], Any]:
     """A call of ``fn``'s compiled entry point on ``arrays``' addresses, as the runner makes it.
 
-    ``fn`` (an :class:`~autosched.build.IsolatedFunction`, or a CPU BuiltFunction) was already called
+    ``fn`` (an :class:`~.isolated.IsolatedFunction`, or a CPU BuiltFunction) was already called
     once on ``arrays``, which checked them; its kernel's ``cfunc`` is the C entry point.
     """
     cfunc = fn.kernel.cfunc

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import AutoschedError
-from ..records.log import trace_key
+from ..search_space.trace import trace_key
 from .result import ERROR_KINDS, MeasureResult
 from .task import MeasureTask
 

@@ -43,9 +43,9 @@ def chip_resource(fingerprint: str) -> str:
 
 def chip_facts(target: str) -> tuple[str, Any]:
     """This machine's (fingerprint, ChipInfo) for ``target``, as the local tuner computes them."""
+    from ..chip import fingerprint_of
     from ..hai.chip_facts import measured_info
     from ..hai.registry import get_adapter
-    from ..records.record import fingerprint_of
     from ..target import parse_target
 
     t = parse_target(target)

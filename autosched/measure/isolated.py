@@ -7,7 +7,8 @@ some bad targets. So the compile runs in a worker of :class:`~autosched.measure.
 with ``RLIMIT_AS`` set in the worker; a worker that overruns either limit is a CompileError here.
 
 One worker per memory limit is kept for the life of the process, so only the first compile pays
-for starting it. Example::
+for starting it. :func:`build_isolated` wraps the result as a callable, as ``autosched.build`` does for
+a trusted schedule. Example::
 
     obj = compile_isolated(inst.tensors, len(inst.inputs), "llvm-cpu", trace, "matmul", link=False)
 """
@@ -28,7 +29,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..build import check_arrays, count_inputs
 from ..errors import CompileError
+from ..target import Target
+from ..te.tensor import Tensor
 from .builder import BuildJob, LocalBuilder, build_candidate
 from .result import BuildResult
 
@@ -233,3 +237,58 @@ def render_source_job(job: BuildJob) -> BuildResult:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(str(get_adapter(job.target).render(func)))
     return BuildResult(job.out_path, job.func_name, len(func.params))
+
+
+class IsolatedFunction:
+    """A kernel compiled by :func:`build_isolated`: callable on numpy arrays like BuiltFunction.
+
+    ``kernel.cfunc`` is the C entry point, for callers that time it without the argument checks.
+    """
+
+    def __init__(self, name: str, args: Sequence[Tensor], kernel: Any, target: Target):
+        self.name = name
+        self.args = tuple(args)
+        self.n_inputs = count_inputs(args)
+        self.kernel = kernel  # a runtime.link.LoadedKernel
+        threads = target.get("num-threads")
+        self._set_threads = None
+        if threads:  # as the adapter's launch does: the target's thread count, for parallel loops
+            from ..hai.registry import get_adapter
+
+            set_threads = get_adapter(target).set_num_threads
+            self._set_threads = lambda: set_threads(int(threads))
+
+    def __call__(self, *arrays: Any) -> None:
+        checked = check_arrays(self.name, self.args, arrays, self.n_inputs)
+        if self._set_threads is not None:
+            self._set_threads()
+        self.kernel(checked)
+
+
+def build_isolated(
+    args: Sequence[Tensor],
+    trace: Any,
+    target: str | Target = "llvm-cpu",
+    name: str = "main",
+    *,
+    timeout_s: float | None = None,
+    memory_bytes: int | None = None,
+) -> IsolatedFunction:
+    """``trace`` (say, a record from a log) compiled in a worker with a time and memory limit.
+
+    For CPU targets whose adapter emits objects; a trace that hangs or exhausts the compiler is a
+    CompileError here, never a hung caller. Example: ``f = build_isolated([A, B, C], rec.trace)``.
+    """
+    from ..runtime.link import LoadedKernel, load_function
+    from ..runtime.scratch import scratch_dir
+    from ..target import parse_target
+
+    t = parse_target(target)
+    so = compile_isolated(
+        list(args), count_inputs(args), str(t), trace, name, timeout_s=timeout_s, memory_bytes=memory_bytes
+    )
+    with scratch_dir("autosched-build-") as tmp:
+        path = Path(tmp) / f"{name}.so"
+        path.write_bytes(so)
+        kernel = LoadedKernel(load_function(path, name, len(args)), path)  # mapped: the file may go
+    return IsolatedFunction(name, args, kernel, t)

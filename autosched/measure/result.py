@@ -12,18 +12,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-# Why a candidate failed, from first to last stage:
-ERROR_KINDS = (
-    "schedule",  # the trace does not replay, or the schedule does not lower (ScheduleError, LowerError)
-    "compile",  # the compiler or linker refused (CompileError), or the build took too long
-    "timeout",  # the kernel did not finish within the runner's timeout
-    "crash",  # the process died (a signal, e.g. SIGSEGV); the message names the signal
-    "memory",  # an allocation failed or the memory limit was hit
-    "wrong_result",  # outputs differ from the numpy reference (message: max abs/rel error)
-    "run",  # any other failure while running (RunError)
-)
-
-FAILED_COST = 1e10  # seconds; what a failed candidate costs in a cost model's eyes (TVM's choice)
+from ..errors import ERROR_KINDS as ERROR_KINDS  # defined with the exceptions: one place for failures
+from ..errors import FAILED_COST as FAILED_COST
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
 from ..errors import RunError
+from ..version import __version__
 
 ENV_CACHE = "AUTOSCHED_CACHE_DIR"
 STATS: Counter[str] = Counter()  # "compiled", "disk_hits", "memory_hits": for tests and benchmarks

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import AutoschedError
-from ..search_space.trace import Trace, trace_to_json
+from ..search_space.trace import trace_key as trace_key  # defined next to traces; named here too
 from .record import RecordError, TuningRecord
 from .validate import validate_record
 
@@ -264,11 +264,6 @@ def best_valid_record(
             return rec, problems
         problems.append(LogProblem(path, line_no, why))
     return None, problems
-
-
-def trace_key(trace: Trace) -> str:
-    """Canonical JSON of a trace: equal for equal traces, usable as a set member or dict key."""
-    return json.dumps(trace_to_json(trace), sort_keys=True, separators=(",", ":"))
 
 
 def best_records(records: Iterable[TuningRecord]) -> dict[tuple[str, str], TuningRecord]:

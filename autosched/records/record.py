@@ -15,7 +15,6 @@ Optional fields (format version 1 still; readers accept lines with or without th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -24,12 +23,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
+from ..chip import fingerprint_of as fingerprint_of  # chip identity lives with the chip facts
 from ..errors import AutoschedError, ScheduleError
 from ..search_space.trace import Trace, trace_from_json, trace_to_json
+from ..version import __version__
 
 if TYPE_CHECKING:  # only types: loading a log must not need the compiler stack
-    from ..hai.base import ChipInfo
+    from ..chip import ChipInfo
     from ..target import Target
     from ..te.workload import WorkloadInstance
 
@@ -280,22 +280,6 @@ def _check_timestamp(text: str) -> None:
         datetime.fromisoformat(text.replace("Z", "+00:00"))  # 3.10's fromisoformat rejects "Z"
     except ValueError:
         raise RecordError(f"field 'timestamp': {text!r:.40} is not an ISO 8601 time") from None
-
-
-def fingerprint_of(target: Target, chip: ChipInfo) -> str:
-    """Chip identity for logs: ``"<target kind>:<arch>:<8 hex>"``, e.g. ``"llvm-cpu:haswell:1f2e3d4c"``.
-
-    The hash covers the ISA features, vector width and target options (``-mcpu``, ``-mattr``, ...), not
-    the chip's name or measured peaks, so two machines with the same chip and options agree, while
-    ``llvm-cpu -mcpu=haswell`` and the native target of the same host do not.
-    """
-    identity = {
-        "features": sorted(chip.features),
-        "vector_bits": chip.vector_bits,
-        "options": sorted([k, v] for k, v in target.options),
-    }
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
-    return f"{target.kind}:{chip.arch}:{digest}"
 
 
 def make_record(

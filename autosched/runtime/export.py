@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..errors import AutoschedError
 from ..te.workload import WorkloadInstance
+from ..version import __version__
 from .manifest import (
     C_TYPES,
     MANIFEST,

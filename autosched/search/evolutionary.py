@@ -36,11 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from ..chip import ChipInfo
 from ..cost_model.features import DEFAULT_CHIP, FEATURE_COUNT, candidate_features
-from ..errors import AutoschedError, LowerError, ScheduleError
-from ..hai.base import ChipInfo
+from ..errors import FAILED_COST, AutoschedError, LowerError, ScheduleError
 from ..lower.pipeline import lower
-from ..measure.result import FAILED_COST
 from ..records.log import trace_key
 from ..records.record import TuningRecord
 from ..search_space.mutate import mutate

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..hai.base import ChipInfo
+from ..chip import ChipInfo
 from ..records.log import LogProblem, load_records, trace_key
 from ..records.record import TuningRecord
 

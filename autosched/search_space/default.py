@@ -74,7 +74,7 @@ def default_trace(outputs: Tensor | Sequence[Tensor], target: Any, cores: int | 
     if spec is not None:
         style = spec.style
     else:
-        from ..hai.registry import style_of
+        from ..target import style_of
 
         style = style_of(target)
     if style == "gpu":

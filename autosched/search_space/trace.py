@@ -169,3 +169,8 @@ def trace_from_json(data: Any) -> Trace:
     if len(data) > MAX_TRACE_STEPS:
         raise ScheduleError(f"trace: {len(data)} steps, more than the {MAX_TRACE_STEPS} a trace may hold")
     return tuple(Step.from_json(d) for d in data)
+
+
+def trace_key(trace: Trace) -> str:
+    """Canonical JSON of a trace: equal for equal traces, usable as a set member or dict key."""
+    return json.dumps(trace_to_json(trace), sort_keys=True, separators=(",", ":"))

@@ -350,7 +350,7 @@ def test_compile_memory_limit_and_crash_are_errors_not_deaths():
 
 
 def test_build_isolated_matches_numpy_and_times_out():
-    from autosched.build import build_isolated
+    from autosched.measure.isolated import build_isolated
     from autosched.te.workload import load_op_file
 
     [wl] = load_op_file(MATMUL)

@@ -1,0 +1,57 @@
+"""Chip facts: what a chip is (caches, lanes, threads, measured peak and bandwidth), as data.
+
+Shared vocabulary below every layer that reads it: adapters state these facts (``hai``), logs record
+them (``records``), the cost model takes them as features and the search sizes tiles by them. Measured
+values come from :mod:`autosched.hai.chip_facts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .target import Target
+
+
+@dataclass(frozen=True)
+class ChipInfo:
+    """Facts about a chip, recorded in logs and used as cost-model features."""
+
+    name: str  # e.g. "znver4" or "NVIDIA H200"
+    kind: str  # "cpu" | "gpu"
+    arch: str  # LLVM cpu name, "sm_90", OpenCL device version...
+    features: tuple[str, ...] = ()  # ISA features such as "avx512f"
+    cores: int = 1
+    vector_bits: int = 128
+    l1_bytes: int = 32 * 1024
+    l2_bytes: int = 1024 * 1024
+    l3_bytes: int = 0
+    shared_mem_bytes: int = 0
+    max_threads_per_block: int = 1
+    peak_gflops: float = 0.0  # fp32, estimated from clock x lanes x FMA units where not measured
+    bandwidth_gbs: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["features"] = list(self.features)
+        return d
+
+
+def fingerprint_of(target: Target, chip: ChipInfo) -> str:
+    """Chip identity for logs: ``"<target kind>:<arch>:<8 hex>"``, e.g. ``"llvm-cpu:haswell:1f2e3d4c"``.
+
+    The hash covers the ISA features, vector width and target options (``-mcpu``, ``-mattr``, ...), not
+    the chip's name or measured peaks, so two machines with the same chip and options agree, while
+    ``llvm-cpu -mcpu=haswell`` and the native target of the same host do not.
+    """
+    identity = {
+        "features": sorted(chip.features),
+        "vector_bits": chip.vector_bits,
+        "options": sorted([k, v] for k, v in target.options),
+    }
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{target.kind}:{chip.arch}:{digest}"
