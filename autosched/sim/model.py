@@ -48,6 +48,7 @@ class Calibration:
     loop_uops: int = 2  # increment and compare-branch per iteration of a real loop
     call_us: float = 0.3  # entering the kernel
     unroll_threshold: float = 200.0
+    spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap  # instructions of a loop body LLVM still unrolls fully
     alloc_us: float = 0.2  # one heap allocation and free
 
@@ -182,6 +183,13 @@ class _Model:
                 promoted *= lp.extent
             else:
                 break
+        spilled = False
+        if promoted > 1 and real:
+            inside = loops[loops.index(real[-1]) + 1 :]
+            elems = math.prod(lp.extent for lp in inside) * (1 if vloop is None or vloop in inside else vlen)
+            in_flight = elems / (vlen / regs_per_group)
+            if in_flight > chip.vector_registers - cal.reserved_registers:  # spilled: loaded and stored again
+                promoted, spilled = 1.0, True
         stores = groups * regs_per_group / promoted
         n_loads, shuffles = 0.0, 0.0
         for acc in acc_list:
@@ -208,7 +216,8 @@ class _Model:
         iters = n_exec / math.prod(lp.extent for lp in loops[loops.index(inner_real) + 1 :]) if inner_real else 1
         iters /= lanes if auto_vec else 1
         uops = fp + n_loads + stores + shuffles + cal.loop_uops * iters
-        cycles = max(fp / chip.fma_units, n_loads / chip.load_ports, stores / chip.store_ports,
+        store_cost = cal.spill_store_cycles if spilled else 1.0
+        cycles = max(fp / chip.fma_units, n_loads / chip.load_ports, stores * store_cost / chip.store_ports,
                      uops / cal.issue_width)  # fmt: skip
         per_update = uops / max(1.0, groups * regs_per_group)
         chain = self.chain(loops, vec, vloop, vlen / regs_per_group, is_acc, store_acc, promoted, flat,
@@ -338,22 +347,17 @@ class _Model:
             cap = cache.size_bytes / (cores if cache.shared else 1) * self.calib.cache_fill
             total = [sum(ls[k] for ls in lines) * line for k in range(len(loops) + 1)]
             kc = max((k for k in range(len(loops) + 1) if total[k] <= cap), default=0)
-
-            def moved(k: int) -> float:
-                return sum(ls[k] * line * (2 if a.write else 1) for ls, a in zip(lines, acc_list)) * (
-                    n_exec / iters[k]
-                )
-
-            traffic = moved(kc)
-            if kc < len(loops):  # a level just past the capacity keeps part of its reuse (LRU, not a wall)
-                keep = min(1.0, max(0.0, (2 * cap - total[kc + 1]) / cap))
-                traffic = traffic ** (1 - keep) * moved(kc + 1) ** keep if keep > 0 else traffic
+            # One iteration of loop kc+1 fits: what it touches every iteration stays (LRU keeps it), so
+            # each instance of that loop brings in its unique lines once.
+            k_in = min(kc + 1, len(loops))
+            traffic = sum(ls[k_in] * line * (2 if a.write else 1) for ls, a in zip(lines, acc_list))
+            traffic *= n_exec / iters[k_in]
             last = c == len(caches) - 1
             if kc == len(loops) and self.total_bytes <= cap:
                 traffic = 0.0  # timed warm: the whole program stays in this level from the last run
             served_by = "DRAM" if last else f"L{caches[c + 1].level}"
             if kc < len(loops) and traffic > 0:
-                reloads[served_by] = loops[len(loops) - kc - 1].var.name
+                reloads[served_by] = loops[len(loops) - k_in].var.name
             if last:
                 single = chip.single_core_memory_bandwidth_gbs or chip.memory_bandwidth_gbs
                 bw = min(chip.memory_bandwidth_gbs, single * cores)

@@ -1,0 +1,91 @@
+"""Chip files: the shipped ones load, and every malformed field is refused naming the file and the field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autosched.errors import TargetError
+from autosched.sim.chip import ChipFileError, load_chip, parse_chip, shipped_chips
+from autosched.target import parse_target
+
+
+def test_four_chips_ship_with_their_sources():
+    names = shipped_chips()
+    assert {"rocketlake", "avx2-desktop", "neon-server", "h100-sxm"} <= set(names)
+    for name in names:
+        chip = load_chip(name)
+        assert chip.source and chip.sha and chip.peak_gflops > 0
+    assert load_chip("rocketlake").peak_gflops_core == pytest.approx(245.5, rel=0.01)  # the measured figure
+    h100 = load_chip("h100-sxm")
+    assert h100.kind == "gpu" and h100.gpu is not None and h100.gpu.sms == 132 and h100.gpu.warp_size == 32
+    assert load_chip("avx2-desktop").simd_bits == 256 and load_chip("neon-server").simd_bits == 128
+
+
+@pytest.mark.parametrize(
+    "change, field, words",
+    [
+        (lambda d: d.pop("cores"), "cores", "missing"),
+        (lambda d: d.update(cores=0), "cores", "expected 1.."),
+        (lambda d: d.update(cores="two"), "cores", "whole number"),
+        (lambda d: d.update(clock_ghz=-1.0), "clock_ghz", "expected"),
+        (lambda d: d.update(simd_bits=100), "simd_bits", "multiple of 32"),
+        (lambda d: d.update(kind="fpga"), "kind", '"cpu" or "gpu"'),
+        (lambda d: d.update(colour="red"), "colour", "unknown field"),
+        (lambda d: d.update(caches=[]), "caches", "non-empty list"),
+        (lambda d: d["caches"][1].update(level=3), "caches[1].level", "in order"),
+        (lambda d: d["caches"][1].pop("line_bytes"), "caches[1].line_bytes", "missing"),
+        (lambda d: d["caches"][1].update(size_bytes=1024), "caches[1].size_bytes", "not larger"),
+        (lambda d: d.update(kind="gpu"), "gpu", '"gpu" object'),
+        (lambda d: d.update(source=""), "source", "non-empty"),
+        (lambda d: d.update(version=7), "version", "reads version 1"),
+    ],
+)
+def test_a_bad_field_is_named_with_the_file(tmp_path, change, field, words):
+    data = load_chip("rocketlake").to_json()
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ChipFileError) as e:
+        load_chip(str(path))
+    assert str(path) in str(e.value) and f"field {field!r}" in str(e.value) and words in str(e.value)
+
+
+def test_gpu_section_fields_are_checked():
+    data = load_chip("h100-sxm").to_json()
+    del data["gpu"]["warp_size"]
+    with pytest.raises(ChipFileError, match=r"field 'gpu.warp_size': missing"):
+        parse_chip(data, "h100.json")
+
+
+def test_unreadable_files_say_why(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    with pytest.raises(ChipFileError, match="not valid JSON"):
+        load_chip(str(bad))
+    with pytest.raises(ChipFileError, match="no such file, and no shipped chip.*rocketlake"):
+        load_chip(str(tmp_path / "absent.json"))
+
+
+def test_a_chip_file_round_trips_and_its_hash_follows_the_content(tmp_path):
+    chip = load_chip("avx2-desktop")
+    path = tmp_path / "copy.json"
+    path.write_text(json.dumps(chip.to_json()))
+    again = load_chip(str(path))
+    assert again.sha == chip.sha and again.caches == chip.caches
+    data = chip.to_json()
+    data["cores"] = 8
+    assert parse_chip(data, "x").sha != chip.sha
+
+
+def test_the_target_string_checks_the_chip_file(tmp_path):
+    assert parse_target("sim -chip=avx2-desktop").get("chip") == "avx2-desktop"
+    with pytest.raises(TargetError, match="sim needs -chip=FILE"):
+        parse_target("sim")
+    path = tmp_path / "c.json"
+    data = load_chip("rocketlake").to_json()
+    data["fma_units"] = 0
+    path.write_text(json.dumps(data))
+    with pytest.raises(TargetError, match=r"fma_units"):
+        parse_target(f"sim -chip={path}")

@@ -1,0 +1,123 @@
+"""The time model's facts: more bandwidth or cache never predicts slower, a tile that spills predicts
+slower than one that fits, vector lanes and cores help, guards are weighed by how often they hold."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from autosched.lower.ir import Buffer, For, Store
+from autosched.lower.pipeline import lower
+from autosched.search_space.schedule import create_schedule
+from autosched.search_space.sketch import SketchPolicy
+from autosched.sim.chip import ChipSpec, load_chip
+from autosched.sim.explain import explain
+from autosched.sim.guards import guard_share
+from autosched.sim.model import predict
+from autosched.te.expr import Compare, Const, Var
+from autosched.topi.workloads import make_conv2d, make_matmul, make_max_pool2d, make_softmax
+
+CHIP = load_chip("rocketlake")
+
+
+def _scaled(chip: ChipSpec, bw: float = 1.0, cache: float = 1.0) -> ChipSpec:
+    caches = tuple(
+        dataclasses.replace(c, bandwidth_gbs=c.bandwidth_gbs * bw, size_bytes=int(c.size_bytes * cache))
+        for c in chip.caches
+    )
+    return dataclasses.replace(chip, caches=caches, memory_bandwidth_gbs=chip.memory_bandwidth_gbs * bw,
+                               single_core_memory_bandwidth_gbs=chip.single_core_memory_bandwidth_gbs * bw)  # fmt: skip
+
+
+def _sampled(n: int = 12):
+    rng = random.Random(3)
+    for make in (lambda: make_matmul(128, 128, 128), lambda: make_conv2d(1, 16, 14, 14, 16, 3, 3, 1, 1),
+                 lambda: make_softmax((64, 256)), lambda: make_max_pool2d(1, 16, 28, 28, 3, 2, 1)):  # fmt: skip
+        ts = make()
+        policy = SketchPolicy([ts[-1]], cores=CHIP.cores, lanes=CHIP.lanes)
+        for _ in range(n):
+            sch, _ = policy.sample(rng)
+            yield lower(sch, ts, "k")
+
+
+def test_more_bandwidth_or_cache_never_predicts_slower():
+    faster, bigger = _scaled(CHIP, bw=2.0), _scaled(CHIP, cache=4.0)
+    for func in _sampled():
+        base = predict(func, CHIP).seconds
+        assert base > 0
+        assert predict(func, faster).seconds <= base * (1 + 1e-12)
+        assert predict(func, bigger).seconds <= base * (1 + 1e-12)
+
+
+def test_less_bandwidth_makes_a_streaming_kernel_slower():
+    ts = make_softmax((2048, 1024))  # 8 MiB in, 8 MiB out: more than L2
+    func = lower(create_schedule(ts[-1]), ts, "k")
+    slow = _scaled(CHIP, bw=0.1)
+    assert predict(func, slow).seconds > 2 * predict(func, CHIP).seconds
+
+
+def _matmul_tile(ti: int, tj: int, n: int = 256):
+    """C[i, j] += A[i, k] * B[k, j] with an unrolled ti x vectorized tj register tile under k."""
+    A, B, C = make_matmul(n, n, n)
+    s = create_schedule(C)
+    i, j = s[C].op.axis
+    (k,) = s[C].op.reduce_axis
+    io, ii = s[C].split(i, factor=ti)
+    jo, ji = s[C].split(j, factor=tj)
+    s[C].reorder(io, jo, k, ii, ji)
+    s[C].unroll(ii)
+    s[C].vectorize(ji)
+    return lower(s, [A, B, C], "mm")
+
+
+def test_a_register_tile_that_spills_predicts_slower_than_one_that_fits():
+    fits = predict(_matmul_tile(4, 64), CHIP)  # 16 vector accumulators: within 32 registers
+    spills = predict(_matmul_tile(16, 256), CHIP)  # 256 accumulators
+    assert spills.seconds > fits.seconds
+    assert any("spill" in note for st in spills.stores for note in st.notes)
+    assert not any("spill" in note for st in fits.stores for note in st.notes)
+
+
+def test_a_cache_tile_that_spills_predicts_slower_than_one_that_fits():
+    func = _matmul_tile(4, 64, n=512)  # B (1 MiB) is swept once per row of tiles
+    small = _scaled(CHIP, cache=1 / 16)  # L2 128 KiB: B no longer fits
+    assert predict(func, small).seconds > predict(func, CHIP).seconds
+
+
+def test_vectorized_and_parallel_schedules_predict_faster():
+    A, B, C = make_matmul(256, 256, 256)
+    plain = predict(lower(create_schedule(C), [A, B, C], "mm"), CHIP).seconds
+    tiled = _matmul_tile(4, 64)
+    s_par = create_schedule(C)
+    i, j = s_par[C].op.axis
+    (k,) = s_par[C].op.reduce_axis
+    io, ii = s_par[C].split(i, factor=4)
+    jo, ji = s_par[C].split(j, factor=64)
+    s_par[C].reorder(io, jo, k, ii, ji)
+    s_par[C].unroll(ii)
+    s_par[C].vectorize(ji)
+    s_par[C].parallel(io)
+    par = predict(lower(s_par, [A, B, C], "mm"), CHIP).seconds
+    assert predict(tiled, CHIP).seconds < plain
+    assert par < predict(tiled, CHIP).seconds
+    one_core = dataclasses.replace(CHIP, cores=1)
+    assert predict(lower(s_par, [A, B, C], "mm"), one_core).seconds > par
+
+
+def test_guards_are_weighed_by_their_share():
+    x = Var("x", "int64")
+    buf = Buffer("b", (10,), "int64")
+    loop = For(x, 10, "serial", Store(buf, (x,), x))
+    assert guard_share(Compare(">=", x, Const(1, "int64")), [loop]) == pytest.approx(0.9, abs=0.15)
+    assert guard_share(Compare(">=", x, Const(0, "int64")), [loop]) == 1.0
+    ts = make_max_pool2d(1, 4, 12, 12, 3, 2, 1)  # padding guards: the common branch carries the time
+    pred = predict(lower(create_schedule(ts[-1]), ts, "pool"), CHIP)
+    assert pred.seconds > 0 and sum(st.executions for st in pred.stores) < 2 * 4 * 6 * 6 * 10
+
+
+def test_explain_names_the_dominant_bound():
+    text = explain(predict(_matmul_tile(16, 256), CHIP), flops=2 * 256**3)
+    assert "bound by" in text and "GFLOP/s" in text and "rocketlake" in text
+    assert "spill" in text
