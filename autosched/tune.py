@@ -246,7 +246,7 @@ class Tuner:
         if ts.foreign and seed_foreign is None:
             notes.append(f"transfer: the {o.strategy} strategy cannot learn from other chips; "
                          f"{len(ts.foreign)} record(s) not used")  # fmt: skip
-        elif ts.foreign:
+        elif ts.foreign and callable(seed_foreign):
             queued = seed_foreign(ts.foreign, o.transfer_top)
             task.foreign = len(ts.foreign)
         return [ts.describe(task.inst.name, self.fingerprint, queued), *notes]

@@ -291,11 +291,11 @@ class _Extractor:
             strides = [0.0] * nl
             prod = 1.0
             for k, v in enumerate(var_ids):
-                touched = by_var.get(v)
-                if touched:
+                hits = by_var.get(v)
+                if hits:
                     e1 = ext[k] - 1
                     addr = 0.0
-                    for d, c in touched:
+                    for d, c in hits:
                         addr += c * row_stride[d]
                         before = min(spans[d], caps[d])
                         spans[d] += abs(c) * e1

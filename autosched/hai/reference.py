@@ -8,6 +8,7 @@ kinds change nothing here: a parallel, vectorized or unrolled loop runs like a s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,14 +16,16 @@ import numpy as np
 from ..lower.ir import Allocate, Barrier, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var
 
-_NP = {"float32": np.float32, "float64": np.float64, "int32": np.int64, "int64": np.int64, "bool": bool}
+_NP: dict[str, Callable[[Any], Any]] = {
+    "float32": np.float32, "float64": np.float64, "int32": np.int64, "int64": np.int64, "bool": bool,
+}  # fmt: skip
 
 
 def _erf(x: Any) -> Any:
     return type(x)(math.erf(float(x)))
 
 
-_CALLS = {
+_CALLS: dict[str, Callable[..., Any]] = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: type(x)(1) / np.sqrt(x),
     "tanh": np.tanh, "sigmoid": lambda x: type(x)(1) / (type(x)(1) + np.exp(-x)), "erf": _erf,
     "abs": abs, "pow": np.power, "floor": np.floor, "ceil": np.ceil,

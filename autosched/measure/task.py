@@ -83,7 +83,8 @@ class MeasureTask:
         inputs = random_inputs(ins, seed=seed)
         work = reference_work(outs)
         if work <= SAMPLE_ABOVE:
-            expected, samples, check = evaluate(outs, dict(zip(ins, inputs))), [None] * len(outs), "full"
+            samples: list[np.ndarray | None] = [None] * len(outs)
+            expected, check = evaluate(outs, dict(zip(ins, inputs))), "full"
         else:
             how = "the workload's numpy= function" if numpy_fn is not None else f"{SAMPLES} sampled outputs"
             if on_reference is not None:
