@@ -21,6 +21,9 @@ Example::
 
 from __future__ import annotations
 
+import collections
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -138,15 +141,27 @@ class Farm:
         return FarmMeasurer(self, target, backend or LocalBackend())
 
     def close(self) -> None:
+        lost = self.client.status != "running"
         try:
-            self.client.close(timeout=5)
+            self.client.close(timeout=1 if lost else 5)
         except Exception:
             pass  # the scheduler is gone already
         if self.cluster is not None:
+            if lost:  # the scheduler is gone: its nannies would wait for it, stop their workers now
+                self._kill_local_workers()
             try:
-                self.cluster.close(timeout=10)
+                self.cluster.close(timeout=2 if lost else 10)
             except Exception:
                 pass
+
+    def _kill_local_workers(self) -> None:
+        for nanny in list(getattr(self.cluster, "workers", {}).values()):
+            proc = getattr(getattr(getattr(nanny, "process", None), "process", None), "pid", None)
+            if isinstance(proc, int):
+                try:
+                    os.kill(proc, signal.SIGKILL)
+                except OSError:
+                    pass  # it ended already
 
     def __enter__(self) -> Farm:
         return self
@@ -210,43 +225,61 @@ class FarmMeasurer:
         return self.client.submit(run_task, self.backend, ref, built, trace, **pin)
 
     def measure(self, task: MeasureTask, traces: Sequence[Any]) -> list[MeasureResult]:
-        """One result per trace, in order; raises FarmLostError only when the farm itself is gone."""
+        """One result per trace, in order; raises FarmLostError only when the farm itself is gone.
+
+        A candidate whose worker died is measured once more after the rest of the batch, alone, so
+        that a second death is its own doing (a "crash"), not a neighbour's on the same worker.
+        """
         distributed = _import_distributed()
         ref = self._ref(task)
         results: list[MeasureResult | None] = [None] * len(traces)
-        tries = [1] * len(traces)
+        retried: set[int] = set()
+        suspects: collections.deque[int] = collections.deque()
         pending = {self._submit(ref, trace): i for i, trace in enumerate(traces)}
-        while pending:
-            try:
-                with self.client.as_current():  # wait() takes the default client; ours is not one
-                    done, _ = distributed.wait(list(pending), timeout=POLL_S, return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                done = set()
-            for fut in done:
+        while pending or suspects:
+            if suspects and not pending:
+                i = suspects.popleft()
+                pending[self._submit(ref, traces[i])] = i
+            for fut in self._wait(list(pending), distributed):
                 i = pending.pop(fut)
                 res = self._outcome(fut, distributed)
-                if res is None and tries[i] < 2:  # its worker died: once more, elsewhere if need be
-                    tries[i] += 1
+                if res is None and i not in retried:
+                    retried.add(i)
                     self.resubmitted += 1
-                    pending[self._submit(ref, traces[i])] = i
+                    suspects.append(i)
                 elif res is None:
-                    msg = "the farm worker measuring this candidate died, twice (it may crash its worker)"
+                    msg = "the farm worker measuring this candidate died, twice: the second time it ran alone"
                     results[i] = MeasureResult((), "crash", msg, check=task.check)
                 else:
                     results[i] = res
             self._watch()
         return [r for r in results if r is not None]
 
+    def _wait(self, futures: list[Any], distributed: Any) -> set[Any]:
+        """The futures done within POLL_S (maybe none); FarmLostError when they were cancelled under us."""
+        try:
+            with self.client.as_current():  # wait() takes the default client; ours is not one
+                done, _ = distributed.wait(futures, timeout=POLL_S, return_when="FIRST_COMPLETED")
+            return set(done)
+        except TimeoutError:
+            return set()
+        except Exception as e:
+            if self.client.status != "running" or "cancel" in type(e).__name__.lower():
+                raise self._lost(f"{type(e).__name__}: {e}") from e
+            raise
+
     def _outcome(self, fut: Any, distributed: Any) -> MeasureResult | None:
         """The result, or None when the worker died under it; a farm gone raises FarmLostError."""
-        if fut.status == "finished":
-            return fut.result()  # type: ignore[no-any-return]
         if fut.status == "cancelled" or self.client.status != "running":
             raise self._lost("the client lost its connection to the scheduler")
-        exc = fut.exception()
-        if isinstance(exc, distributed.KilledWorker) or "worker" in type(exc).__name__.lower():
-            return None
-        return MeasureResult((), "run", f"farm task failed: {type(exc).__name__}: {exc}")
+        try:  # a result can still be lost after "finished" (its worker dies before it is fetched)
+            return fut.result()  # type: ignore[no-any-return]
+        except Exception as exc:
+            if fut.status == "cancelled" or self.client.status != "running":
+                raise self._lost(f"{type(exc).__name__}: {exc}") from exc
+            if isinstance(exc, distributed.KilledWorker) or "worker" in type(exc).__name__.lower():
+                return None
+            return MeasureResult((), "run", f"farm task failed: {type(exc).__name__}: {exc}")
 
     def _lost(self, why: str) -> FarmLostError:
         return FarmLostError(

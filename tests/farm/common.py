@@ -1,0 +1,39 @@
+"""Helpers of the farm tests: module-level, so farm workers unpickle them by reference."""
+
+import hashlib
+import time
+from pathlib import Path
+
+from autosched.records.log import load_records, trace_key
+from autosched.te.workload import load_op_file
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def small_matmul():
+    (w,) = [w for w in load_op_file(ROOT / "examples" / "matmul.py") if w.name == "matmul"]
+    return w.instantiate(M=32, N=32, K=32)
+
+
+def cost(trace) -> float:
+    """A deterministic cost with some spread, so the search has something to find."""
+    h = int(hashlib.sha256(trace_key(trace).encode()).hexdigest()[:8], 16)
+    return 1e-4 * (1 + (h % 1000) / 100) + 1e-6 * len(trace)
+
+
+def crashes(trace) -> bool:
+    """About one candidate in six takes its worker process down."""
+    return int(hashlib.sha256(trace_key(trace).encode()).hexdigest()[:8], 16) % 6 == 0
+
+
+def records(log):
+    return load_records(log).records
+
+
+def wait_for_records(log: Path, n: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if log.exists() and len(records(log)) >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{log}: fewer than {n} records after {timeout_s} s")

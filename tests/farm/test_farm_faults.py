@@ -1,0 +1,103 @@
+"""Farm faults: a worker killed by pid, a candidate that kills its worker, the scheduler gone (issue 15)."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from autosched.measure.farm import Farm, FarmLostError
+from autosched.measure.farm_worker import FakeBackend
+from autosched.records.log import trace_key
+from autosched.tune import TuneOptions, Tuner
+
+from .common import cost, crashes, records, small_matmul, wait_for_records
+
+
+def _in_background(fn):
+    errors = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as e:  # reported by the test, not lost in the thread
+            errors.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def test_a_worker_killed_mid_run_loses_nothing_and_the_run_goes_on(farm2, tmp_path):
+    log = tmp_path / "killed.jsonl"
+    measurer = farm2.measurer("llvm-cpu", FakeBackend(cost, delay_s=0.2))
+    tuner = Tuner([small_matmul()], "llvm-cpu", log, TuneOptions(trials=24, batch_size=8, baseline=False),
+                  measurer=measurer)  # fmt: skip
+    pids = farm2.client.run(os.getpid)
+
+    def kill():
+        wait_for_records(log, 8)  # the first batch is logged: kill a worker timing one of the next
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            busy = [a for a, keys in farm2.client.processing().items() if any("run_task" in k for k in keys)]
+            if busy:
+                os.kill(pids[busy[0]], signal.SIGKILL)
+                return
+            time.sleep(0.02)
+        raise AssertionError("no worker was timing a candidate")
+
+    thread, errors = _in_background(kill)
+    (task,) = tuner.run()
+    thread.join(10)
+    assert not errors
+    got = records(log)
+    assert task.trials == 24 and len(got) == 24 and all(r.ok for r in got)  # nothing lost, no error
+    assert len({trace_key(r.trace) for r in got}) == 24
+    assert measurer.resubmitted >= 1
+    assert any("left the farm" in note for note in farm2.notes)
+
+
+def test_a_candidate_that_kills_its_worker_process_is_recorded_as_a_crash(farm2, tmp_path):
+    log = tmp_path / "crash.jsonl"
+    measurer = farm2.measurer("llvm-cpu", FakeBackend(cost, crash_if=crashes))
+    options = TuneOptions(trials=12, batch_size=6, baseline=False, strategy="random", seed=2)
+    (task,) = Tuner([small_matmul()], "llvm-cpu", log, options, measurer=measurer).run()
+    got = records(log)
+    assert task.trials == 12 and len(got) == 12
+    crashed = {trace_key(r.trace) for r in got if r.error == "crash"}
+    assert crashed, "the seed should draw at least one candidate that crashes"
+    assert crashed == {trace_key(r.trace) for r in got if crashes(r.trace)}  # only those, each of them
+    assert all(r.ok for r in got if not crashes(r.trace)), [r.error_msg for r in got if not crashes(r.trace)]
+
+
+def test_the_scheduler_stopped_mid_run_keeps_finished_batches_and_resume_continues(tmp_path):
+    log = tmp_path / "resume.jsonl"
+    inst, backend = small_matmul(), FakeBackend(cost, delay_s=0.05)
+    farm = Farm.connect("local:2", ["llvm-cpu"], on_note=lambda text: None)
+    try:
+        options = TuneOptions(trials=32, batch_size=4, baseline=False, strategy="random")
+        tuner = Tuner([inst], "llvm-cpu", log, options, measurer=farm.measurer("llvm-cpu", backend))
+
+        def stop_scheduler():
+            wait_for_records(log, 8)
+            farm.cluster.sync(farm.cluster.scheduler.close)
+
+        thread, errors = _in_background(stop_scheduler)
+        with pytest.raises(FarmLostError, match="--resume"):
+            tuner.run()
+        thread.join(10)
+        assert not errors
+    finally:
+        farm.close()
+    kept = len(records(log))
+    assert kept % 4 == 0 and 8 <= kept < 32  # whole batches only
+    with Farm.connect("local:2", ["llvm-cpu"], on_note=lambda text: None) as again:
+        options = TuneOptions(trials=32, batch_size=4, baseline=False, strategy="random", resume=True)
+        tuner = Tuner([inst], "llvm-cpu", log, options, measurer=again.measurer("llvm-cpu", backend))
+        for task in tuner.tasks:
+            tuner.load_previous(task)
+        (task,) = tuner.run()
+    got = records(log)
+    assert task.previous == kept and task.trials == 32 - kept
+    assert len(got) == 32 and len({trace_key(r.trace) for r in got}) == 32  # none measured twice

@@ -1,0 +1,55 @@
+"""A farm tunes as the local path does, and keeps each target's records apart (issue 15)."""
+
+import pytest
+
+from autosched.farm_cli import tune_on_farm
+from autosched.measure.fake import FakeMeasurer
+from autosched.measure.farm import FarmError
+from autosched.measure.farm_worker import FakeBackend, chip_resource
+from autosched.records.log import trace_key
+from autosched.tune import TuneOptions, Tuner
+
+from .common import cost, records, small_matmul
+
+ERRORS = {"timeout": 0.1, "wrong_result": 0.05}
+
+
+def _outcomes(log):
+    return [(trace_key(r.trace), r.costs, r.error, r.fingerprint) for r in records(log)]
+
+
+def test_farm_tuning_equals_local_tuning_with_the_same_seed(farm2, tmp_path):
+    inst = small_matmul()
+    options = TuneOptions(trials=24, batch_size=8, baseline=False, seed=3)
+    local = Tuner([inst], "llvm-cpu", tmp_path / "local.jsonl", options,
+                  measurer=FakeMeasurer(cost, errors=ERRORS, seed=3))  # fmt: skip
+    (expected,) = local.run()
+    measurer = farm2.measurer("llvm-cpu", FakeBackend(cost, errors=ERRORS, seed=3))
+    farm = Tuner([inst], "llvm-cpu", tmp_path / "farm.jsonl", options, measurer=measurer)
+    (got,) = farm.run()
+    assert got.trials == expected.trials == 24
+    assert _outcomes(tmp_path / "farm.jsonl") == _outcomes(tmp_path / "local.jsonl")
+    assert any(r.error for r in records(tmp_path / "farm.jsonl"))  # the injected errors came through
+    assert (got.best_cost, got.errors) == (expected.best_cost, expected.errors)
+    assert farm.fingerprint == local.fingerprint  # same machine: the workers report the same chip
+
+
+def test_two_targets_are_tuned_at_once_into_one_log_with_per_target_records(farm2, tmp_path):
+    log = tmp_path / "two.jsonl"
+    targets = ["llvm-cpu", "llvm-cpu -mcpu=haswell"]
+    options = TuneOptions(trials=16, batch_size=8, baseline=False)
+    done = tune_on_farm(farm2, [small_matmul()], targets, log, options, backend=FakeBackend(cost))
+    assert sorted(done) == sorted(targets)
+    (t1, _), (t2, _) = done[targets[0]], done[targets[1]]
+    assert t1.fingerprint != t2.fingerprint and t1.model is not t2.model  # two chips, a model each
+    by_target = {t: [r for r in records(log) if r.target == t] for t in targets}
+    for target, (tuner, (task,)) in done.items():
+        assert task.trials == 16
+        assert len(by_target[target]) == 16
+        assert {r.fingerprint for r in by_target[target]} == {tuner.fingerprint}
+
+
+def test_a_target_no_worker_owns_is_refused_naming_what_the_farm_offers(farm2):
+    assert chip_resource("llvm-cpu:x86 64:1a=b") == "chip:llvm-cpu:x86_64:1a_b"
+    with pytest.raises(FarmError, match=r"owns target 'opencl'.*offered: llvm-cpu, llvm-cpu -mcpu=haswell"):
+        farm2.measurer("opencl")
