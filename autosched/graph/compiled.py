@@ -212,7 +212,7 @@ def compile_model(
     chip = adapter.info()
     chosen = choose_schedules(
         [task.instance for task in tg.tasks],
-        log,
+        None if log is None else Path(log),
         fingerprint_of(t, chip),
         target=adapter,
         cores=chip.cores,
@@ -224,7 +224,7 @@ def compile_model(
     # record is first lowered and rendered in that worker, where a trace that would hang the code
     # generator stops, then built here. Default schedules are ours and compile here.
     isolate = adapter.spec.can_export
-    kernels = []
+    kernels: list[Any] = []  # IsolatedFunction or BuiltFunction: both callable on checked arrays
     for fn in chosen:
         if fn.record is not None and isolate:
             kernels.append(build_isolated(fn.instance.tensors, fn.trace, t, fn.name))

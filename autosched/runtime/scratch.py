@@ -38,7 +38,7 @@ def clean_stale(prefix: str, tmp: str | None = None) -> list[Path]:
     """
     base = Path(tmp or tempfile.gettempdir())
     pattern = re.compile(re.escape(prefix) + r"(\d+)-")
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(base.glob(prefix + "*"))
     except OSError:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -69,7 +69,7 @@ def _sigmoid(x: Any) -> Any:
     return one / (one + np.exp(-x))
 
 
-_CALLS = {
+_CALLS: dict[str, Callable[..., Any]] = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: np.reciprocal(np.sqrt(x)),
     "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "abs": np.abs, "pow": np.power,
     "floor": np.floor, "ceil": np.ceil,
