@@ -10,8 +10,10 @@ given targets: its resources name their chips, and its plugin reports their fact
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -106,6 +108,8 @@ def cmd_tune_farm(ns: argparse.Namespace, instances: list[Any], log: str, option
     from .progress import TuneProgress, print_summary
 
     wanted = requested_targets(ns.target)
+    if not ns.cluster.startswith("local:"):  # numpy would be timed here, the kernels on other machines
+        options = dataclasses.replace(options, baseline=False)
     with TuneProgress(options.trials) as progress:
         owned = (wanted or local_targets()) if ns.cluster.startswith("local:") else []  # local:N workers own
         with Farm.connect(ns.cluster, owned, on_note=progress.note) as farm:
@@ -147,6 +151,8 @@ def add_worker_parser(sub: Any) -> None:
                    help="a target this worker times, e.g. llvm-cpu or 'llvm-cpu -mcpu=haswell' (repeatable; "
                         "all: every target this machine runs)")  # fmt: skip
     w.add_argument("--name", help="the worker's name in the farm (default: Dask's)")
+    w.add_argument("--once", action="store_true", help="exit when the scheduler goes away (default: rejoin)")
+    w.add_argument("--wait", action="store_true", help="wait for a scheduler that is not up yet")
     w.set_defaults(func=cmd_worker)
 
 
@@ -175,9 +181,18 @@ def cmd_worker(ns: argparse.Namespace) -> int:
             print(f"autosched worker: joined {ns.scheduler}", file=sys.stderr)
             await nanny.finished()
 
+    # A farm outlives its scheduler: when it goes away, wait for it (or a new one) at the same address.
+    joined_once = False
     with dask.config.set({"distributed.worker.daemon": False}):  # the worker starts builder and runner
-        try:
-            asyncio.run(serve())
-        except OSError as e:
-            raise AutoschedError(f"--scheduler {ns.scheduler}: cannot join the farm ({e})") from e
-    return 0
+        while True:
+            try:
+                asyncio.run(serve())
+                joined_once = True
+            except (OSError, TimeoutError, RuntimeError) as e:  # RuntimeError: "Nanny failed to start"
+                if not joined_once and not ns.wait:
+                    raise AutoschedError(f"--scheduler {ns.scheduler}: cannot join the farm ({e})") from e
+            if ns.once:
+                return 0
+            print(f"autosched worker: no scheduler at {ns.scheduler}; trying again in 2 s (Ctrl-C stops)",
+                  file=sys.stderr)  # fmt: skip
+            time.sleep(2)

@@ -265,7 +265,7 @@ class FarmMeasurer:
             return set()
         except Exception as e:
             if self.client.status != "running" or "cancel" in type(e).__name__.lower():
-                raise self._lost(f"{type(e).__name__}: {e}") from e
+                raise self._lost("the client lost its connection to the scheduler") from e
             raise
 
     def _outcome(self, fut: Any, distributed: Any) -> MeasureResult | None:
@@ -276,7 +276,7 @@ class FarmMeasurer:
             return fut.result()  # type: ignore[no-any-return]
         except Exception as exc:
             if fut.status == "cancelled" or self.client.status != "running":
-                raise self._lost(f"{type(exc).__name__}: {exc}") from exc
+                raise self._lost("the client lost its connection to the scheduler") from exc
             if isinstance(exc, distributed.KilledWorker) or "worker" in type(exc).__name__.lower():
                 return None
             return MeasureResult((), "run", f"farm task failed: {type(exc).__name__}: {exc}")
