@@ -148,10 +148,11 @@ class FlashLowerer(Lowerer):
         lrow = Buffer(f"{p.out}.l", (bq,), "float32", "local")
         sc = Buffer(f"{p.out}.s", (bq, bk), "float32", "local")
         red = Buffer(f"{p.out}.red", (LANES,), "float32", "local")
+        pmax = Buffer(f"{p.out}.pmax", (bq, LANES), "float32", "local")
         stat = Buffer(f"{p.out}.stat", (4,), "float32", "local")
         tt = Buffer(f"{p.out}.tile", (r, tile), "float32", "local")
         at = Buffer(f"{p.out}.ptile", (rp, w * pc), "float32", "local")
-        locals_ = (qp, acc, mrow, lrow, sc, red, stat, tt, at)
+        locals_ = (qp, acc, mrow, lrow, sc, red, pmax, stat, tt, at)
         causal = p.causal_offset
         qaxes = qk.axis
         xaxes = xop.axis
@@ -210,8 +211,8 @@ class FlashLowerer(Lowerer):
                 k0 = binary("*", kb, _c(bk))
 
                 # Scores: Sc[i, j] = X(sum_d Qp[i, d] * Kt[d, j]) in register tiles.
-                def qk_tiles(io: Var) -> Stmt:
-                    def jo_tiles(jo: Var) -> Stmt:
+                def qk_tiles(jo: Var) -> Stmt:
+                    def io_tiles(io: Var) -> Stmt:
                         def tile_nest(fn: Callable[[Var, Var, Var], Stmt]) -> Stmt:
                             return _loop(
                                 "tr",
@@ -255,14 +256,18 @@ class FlashLowerer(Lowerer):
                             )
                             if keys < cols:
                                 s = select(compare("<", j, _c(L)), s, _f(NEG_INF))
-                            return Store(sc, (ii, jj), s)
+                            # the row's running maximum, 16 lanes wide, taken while the tile is in registers
+                            top = binary(
+                                "max", Load(pmax, (ii, jv), "float32"), Load(sc, (ii, jj), "float32")
+                            )
+                            return seq(Store(sc, (ii, jj), s), Store(pmax, (ii, jv), top))
 
                         return seq(zero, _loop("qk_d", D, "serial", fma), tile_nest(epilogue))
 
-                    return _loop("qk_j", cols // tile, "serial", jo_tiles)
+                    return _loop("qk_i", bq // r, "serial", io_tiles)  # a K^T tile stays in L1 over the rows
 
                 # Online softmax, one row at a time; partial maxima and sums in 16 lanes.
-                def soft_row(ii: Var) -> Stmt:
+                def soft_row(ii: Expr) -> Stmt:
                     def over(fn: Callable[[Expr, Var], Stmt]) -> Stmt:
                         return _loop(
                             "sm_o",
@@ -283,10 +288,10 @@ class FlashLowerer(Lowerer):
                     m_old = ld(mrow, ii)
                     mnew = binary("max", m_old, ld(stat, _c(0)))
                     return seq(
-                        lanes(lambda v: Store(red, (v,), _f(NEG_INF))),
-                        over(lambda j, jv: Store(red, (jv,), binary("max", ld(red, jv), ld(sc, ii, j)))),
                         Store(stat, (_c(0),), _f(NEG_INF)),
-                        lanes(lambda v: Store(stat, (_c(0),), binary("max", ld(stat, _c(0)), ld(red, v)))),
+                        lanes(
+                            lambda v: Store(stat, (_c(0),), binary("max", ld(stat, _c(0)), ld(pmax, ii, v)))
+                        ),
                         Store(stat, (_c(1),), select(compare("==", mnew, _f(NEG_INF)), _f(0.0), mnew)),
                         Store(stat, (_c(2),), call("exp", binary("-", m_old, ld(stat, _c(1))))),
                         Store(mrow, (ii,), mnew),
@@ -372,10 +377,24 @@ class FlashLowerer(Lowerer):
 
                     return _loop("pv_e", E // (w * pc), "serial", eo_tiles)
 
+                def rows_then_pv(io: Var) -> Stmt:  # a row tile's probabilities, then at once its P @ V
+                    rows = _loop(
+                        "sm_r", rp, "serial", lambda ri: soft_row(binary("+", binary("*", io, _c(rp)), ri))
+                    )
+                    return seq(rows, pv_tiles(io))
+
+                init_max = _loop(
+                    "mx_i",
+                    bq,
+                    "serial",
+                    lambda ii: _loop(
+                        "mx_v", LANES, "vectorized", lambda v: Store(pmax, (ii, v), _f(NEG_INF))
+                    ),
+                )
                 stmt = seq(
-                    _loop("qk_i", bq // r, "serial", qk_tiles),
-                    _loop("sm_i", bq, "serial", soft_row),
-                    _loop("pv_i", bq // rp, "serial", pv_tiles),
+                    init_max,
+                    _loop("qk_j", cols // tile, "serial", qk_tiles),
+                    _loop("pv_i", bq // rp, "serial", rows_then_pv),
                 )
                 if causal is not None:  # a key block wholly above the diagonal is skipped
                     last_visible = binary("+", q0, _c(bq - 1 + causal))
