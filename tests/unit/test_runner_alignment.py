@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autosched.measure.runner import ALIGNMENT_BYTES, _WorkerState, aligned_empty
+from autosched.measure.worker import ALIGNMENT_BYTES, _WorkerState, aligned_empty
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from autosched.errors import CompileError
-from autosched.measure import output_check, runner
+from autosched.measure import output_check, worker
 
 
 class _SkipsLastElement:
@@ -30,7 +30,7 @@ class _SkipsLastElement:
 
 
 def _worker(expected, adapter):
-    w = runner._WorkerState()
+    w = worker._WorkerState()
     a = np.ones(4, "float32")
     task = ("task", "opencl", [a], [expected], [(1e-5, 1e-5)], ["A", "B"], [expected.shape], [None])
     assert w.handle(task) == ("ok",)
@@ -43,18 +43,18 @@ def _worker(expected, adapter):
 RUN = ("run", 3, 0.0, 1, 10.0)  # repeat, min_repeat_s, warmup, budget_s
 
 
-def test_the_runner_fills_and_compares_through_one_module():
-    assert runner._fill_garbage is output_check.fill_garbage
-    assert runner.outputs_match is output_check.outputs_match
+def test_the_worker_fills_and_compares_through_one_module():
+    assert worker._fill_garbage is output_check.fill_garbage
+    assert worker.outputs_match is output_check.outputs_match
 
 
 def test_a_device_kernel_that_skips_an_element_is_a_wrong_result():
     expected = np.full(6, 7, "float32")  # were outputs to start as 7, the skipped element would pass
     w = _worker(expected, _SkipsLastElement(expected))
-    with pytest.raises(runner._WrongResult, match="1 of 6 elements differ"):
+    with pytest.raises(worker._WrongResult, match="1 of 6 elements differ"):
         w.handle(RUN)
     ints = np.full(6, 7, "int32")
-    with pytest.raises(runner._WrongResult):
+    with pytest.raises(worker._WrongResult):
         _worker(ints, _SkipsLastElement(ints)).handle(RUN)
 
 
@@ -76,5 +76,5 @@ def test_a_refused_device_kernel_is_a_compile_error_and_unloads_the_last():
     with pytest.raises(CompileError):
         w.handle(("load", None, "refused", "k", 2))
     assert w.kernel is None
-    with pytest.raises(runner.RunError, match="no candidate loaded"):
+    with pytest.raises(worker.RunError, match="no candidate loaded"):
         w.handle(RUN)
