@@ -1,4 +1,4 @@
-"""How a measured kernel's outputs are checked, shared by the CPU runner and the device measurer.
+"""How a measured kernel's outputs are checked, by the runner's worker for every target.
 
 Outputs are filled with garbage before the run (NaN for floats, 0xA5 bytes for integers), so a kernel
 that skips an element cannot pass by luck, and compared with NaN equal to NaN (a reference may hold
