@@ -59,7 +59,8 @@ def _logged_trace(log: str, inst: Any, adapter: Any, trace: Any, how: str) -> tu
     others = sorted((r for (key, fp), r in best.items() if key == inst.key and fp != own),
                     key=lambda r: r.mean_cost)  # fmt: skip
     if mine:
-        return mine[0].trace, f"the best record in {log} for this chip ({mine[0].mean_cost * 1e3:.4f} ms modeled)"
+        ms = mine[0].mean_cost * 1e3
+        return mine[0].trace, f"the best record in {log} for this chip ({ms:.4f} ms modeled)"
     if others:
         r = others[0]
         return r.trace, f"the best record in {log} (measured on {r.fingerprint}: {r.mean_cost * 1e3:.4f} ms)"

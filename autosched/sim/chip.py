@@ -111,10 +111,11 @@ _FIELDS = ("name", "kind", "isa", "llvm_cpu", "features", "cores", "simd_bits", 
            "store_forward_cycles", "caches", "memory_bandwidth_gbs", "single_core_memory_bandwidth_gbs",
            "parallel_overhead_us", "source")  # fmt: skip
 _REQUIRED = ("name", "kind", "isa", "cores", "simd_bits", "fma_units", "vector_registers", "clock_ghz",
-             "fma_latency_cycles", "caches", "memory_bandwidth_gbs", "parallel_overhead_us", "source")  # fmt: skip
-_INTS = {"cores": (1, 1 << 20), "simd_bits": (32, 1 << 16), "fma_units": (1, 64), "vector_registers": (1, 1 << 16),
-         "fma_latency_cycles": (1, 1000), "load_ports": (1, 64), "store_ports": (1, 64),
-         "store_forward_cycles": (0, 1000)}  # fmt: skip
+             "fma_latency_cycles", "caches", "memory_bandwidth_gbs", "parallel_overhead_us",
+             "source")  # fmt: skip
+_INTS = {"cores": (1, 1 << 20), "simd_bits": (32, 1 << 16), "fma_units": (1, 64),
+         "vector_registers": (1, 1 << 16), "fma_latency_cycles": (1, 1000), "load_ports": (1, 64),
+         "store_ports": (1, 64), "store_forward_cycles": (0, 1000)}  # fmt: skip
 _FLOATS = {"clock_ghz": (0.01, 100.0), "memory_bandwidth_gbs": (0.01, 1e6),
            "single_core_memory_bandwidth_gbs": (0.0, 1e6), "parallel_overhead_us": (0.0, 1e6)}  # fmt: skip
 _GPU_INTS = ("sms", "warp_size", "max_threads_per_sm", "registers_per_sm", "shared_memory_per_sm_bytes")
@@ -186,7 +187,9 @@ def _gpu(raw: Any, where: str) -> GPUFacts:
         if key not in raw:
             raise _fail(where, f"gpu.{key}", "missing")
     vals = {k: _int(raw, k, where, 1, 1 << 40, "gpu.") for k in _GPU_INTS}
-    mtb = _int(raw, "max_threads_per_block", where, 1, 1 << 20, "gpu.") if "max_threads_per_block" in raw else 1024
+    mtb = 1024
+    if "max_threads_per_block" in raw:
+        mtb = _int(raw, "max_threads_per_block", where, 1, 1 << 20, "gpu.")
     return GPUFacts(**vals, max_threads_per_block=mtb)
 
 
@@ -197,7 +200,8 @@ def parse_chip(data: Any, where: str = "<data>") -> ChipSpec:
     if data.get("format", CHIP_FORMAT) != CHIP_FORMAT:
         raise _fail(where, "format", f"expected {CHIP_FORMAT!r}, got {data.get('format')!r:.40}")
     if data.get("version", CHIP_VERSION) != CHIP_VERSION:
-        raise _fail(where, "version", f"this autosched reads version {CHIP_VERSION}, got {data.get('version')!r}")
+        got = data.get("version")
+        raise _fail(where, "version", f"this autosched reads version {CHIP_VERSION}, got {got!r}")
     for key in _REQUIRED:
         if key not in data:
             raise _fail(where, key, "missing")

@@ -36,7 +36,7 @@ def explain(pred: Prediction, flops: float = 0.0, top: int = 12) -> str:
         f"  fixed costs {_ms(pred.fixed_s)} (kernel call, parallel regions, heap allocations)",
     ]
     if chip.kind == "gpu":
-        lines.append("  note: a GPU chip is modeled in its CPU-style view (an SM a core, its lanes one vector)")
+        lines.append("  note: a GPU chip is modeled in a CPU-style view (an SM a core, its lanes a vector)")
     stores = sorted(pred.stores, key=lambda st: -st.seconds)
     for st in stores[:top]:
         share = st.seconds / pred.seconds if pred.seconds else 0.0
@@ -45,7 +45,8 @@ def explain(pred: Prediction, flops: float = 0.0, top: int = 12) -> str:
         lines.append(f"    loops: {' > '.join(st.loops) or '(none)'}")
         lines.append("    bounds: " + ", ".join(f"{k} {_ms(v)}" for k, v in st.bounds.items()))
         if dom in st.reloads:
-            lines.append(f"    the tile is fetched from {dom} again at every iteration of loop {st.reloads[dom]}")
+            loop = st.reloads[dom]
+            lines.append(f"    the tile is fetched from {dom} again at every iteration of loop {loop}")
         for note in st.notes:
             lines.append(f"    note: {note}")
     if len(stores) > top:

@@ -24,7 +24,7 @@ from .chip import CacheLevel, ChipSpec, parse_chip
 def chip_from_facts(info: Any, target: str) -> ChipSpec:
     """``info``: a ChipInfo (hai.base) with measured ``peak_gflops`` and ``bandwidth_gbs``."""
     if info.kind != "cpu":
-        raise ValueError(f"--chip-file writes CPU chips from measured facts; {target} is a {info.kind} target")
+        raise ValueError(f"--chip-file writes CPU chips from measured facts; {target} is {info.kind}")
     extra = dict(info.extra or {})
     measured = extra.get("facts") == "measured"
     lanes = max(1, info.vector_bits // 32)
@@ -38,12 +38,14 @@ def chip_from_facts(info: Any, target: str) -> ChipSpec:
     caches = [CacheLevel(1, info.l1_bytes or 32 * 1024, 64, round(clock * 64 * 2, 1))]
     caches.append(CacheLevel(2, max(info.l2_bytes, caches[0].size_bytes * 2), 64, round(l2_bw, 1)))
     if info.l3_bytes > caches[1].size_bytes:
-        caches.append(CacheLevel(3, info.l3_bytes, 64, round(max(mem_bw / cores, l2_bw / 3), 1), shared=True))
-    how = "measured by autosched devices" if measured else "estimated (not measured: AUTOSCHED_MEASURE_CHIP=0?)"
+        l3_bw = round(max(mem_bw / cores, l2_bw / 3), 1)
+        caches.append(CacheLevel(3, info.l3_bytes, 64, l3_bw, shared=True))
+    how = "measured by autosched devices" if measured else "estimated (AUTOSCHED_MEASURE_CHIP=0?)"
+    day = time.strftime("%Y-%m-%d", time.gmtime())
     source = (
-        f"{target} on this machine, {time.strftime('%Y-%m-%d', time.gmtime())}: peak {peak_core:.1f} GFLOP/s a "
-        f"core and {mem_bw:.1f} GB/s memory {how}; clock = peak / ({lanes} lanes x 2 x {fma_units} FMA units); "
-        f"caches from the adapter (sysfs); L2 bandwidth a core from the L2 copy probe; FMA latency 4, "
+        f"{target} on this machine, {day}: peak {peak_core:.1f} GFLOP/s a core and {mem_bw:.1f} GB/s "
+        f"memory {how}; clock = peak / ({lanes} lanes x 2 x {fma_units} FMA units); caches from the "
+        f"adapter (sysfs); L2 bandwidth a core from the L2 copy probe; FMA latency 4, "
         f"{32 if avx512 else 16} vector registers, 2 loads + 1 store a cycle: usual values for the ISA"
     )
     data = {

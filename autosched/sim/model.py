@@ -47,9 +47,9 @@ class Calibration:
     cache_fill: float = 0.9  # share of a cache a tile may fill before it misses (associativity, others)
     loop_uops: int = 2  # increment and compare-branch per iteration of a real loop
     call_us: float = 0.3  # entering the kernel
-    unroll_threshold: float = 200.0
+    unroll_threshold: float = 200.0  # instructions of a loop body LLVM still unrolls fully
     spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
-    window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap  # instructions of a loop body LLVM still unrolls fully
+    window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
     alloc_us: float = 0.2  # one heap allocation and free
 
 
@@ -82,11 +82,15 @@ class Prediction:
 
 
 def predict(func: PrimFunc, chip: ChipSpec, calib: Calibration | None = None) -> Prediction:
-    """Modeled seconds of one run of ``func`` on ``chip``. Example: ``predict(lower(s, args), chip).seconds``."""
+    """Modeled seconds of one run of ``func`` on ``chip``.
+
+    Example: ``predict(lower(s, args), chip).seconds``.
+    """
     m = _Model(chip, calib or Calibration())
     m.total_bytes = sum(b.size * DTYPE_BYTES.get(b.dtype, 4) for b in func.params)
     m.visit(func.body, [])
-    fixed = (m.calib.call_us + m.regions * chip.parallel_overhead_us + m.heap_allocs * m.calib.alloc_us) * 1e-6
+    fixed_us = m.calib.call_us + m.regions * chip.parallel_overhead_us + m.heap_allocs * m.calib.alloc_us
+    fixed = fixed_us * 1e-6
     total = fixed + sum(s.seconds for s in m.stores)
     return Prediction(chip, func.name, m.stores, fixed, total)
 
@@ -168,14 +172,15 @@ class _Model:
         if vec is not None:
             vlen, regs_per_group = vec.extent, math.ceil(vec.extent / lanes)
             if vec.extent % lanes and vec.extent > lanes:
-                notes.append(f"vector {vec.var.name} of {vec.extent} fills {vec.extent / (regs_per_group * lanes):.0%}")
+                fill = vec.extent / (regs_per_group * lanes)
+                notes.append(f"vector {vec.var.name} of {vec.extent} fills {fill:.0%} of its registers")
         elif auto_vec:
             vlen, regs_per_group = lanes, 1
         else:
             vlen, regs_per_group = 1, 1
         groups = n_exec / vlen  # executions of the (vector) body
         vloop = vec or (real[-1] if auto_vec else None)
-        # ``real``: the loops that really iterate (not unrolled, not vector): hoisting and promotion act on them.
+        # ``real``: the loops that really iterate (not unrolled, not vector): LICM acts on them.
         # Accumulator promoted to a register across the innermost real loops it does not move with.
         promoted = 1.0
         for lp in reversed(real):
@@ -212,8 +217,9 @@ class _Model:
             elif st.coeff == 0:  # a reduction over the lanes: a tree of log2(N) vector ops
                 fp_ops += math.log2(vlen) + 1
         fp = groups * regs_per_group * fp_ops
-        inner_real = real[-1] if real else None
-        iters = n_exec / math.prod(lp.extent for lp in loops[loops.index(inner_real) + 1 :]) if inner_real else 1
+        iters = 1.0  # iterations of the innermost real loop: its increment and branch
+        if real:
+            iters = n_exec / math.prod(lp.extent for lp in loops[loops.index(real[-1]) + 1 :])
         iters /= lanes if auto_vec else 1
         uops = fp + n_loads + stores + shuffles + cal.loop_uops * iters
         store_cost = cal.spill_store_cycles if spilled else 1.0
@@ -229,7 +235,8 @@ class _Model:
         bounds.update(self.memory(acc_list, loops, n_exec, par, per_core, reloads))
         big = max(bounds.values())
         seconds = big + cal.overlap * (sum(bounds.values()) - big)
-        return StoreTime(s.buffer.name, tuple(map(_loop_label, loops)), n_exec, bounds, seconds, notes, reloads)
+        labels = tuple(map(_loop_label, loops))
+        return StoreTime(s.buffer.name, labels, n_exec, bounds, seconds, notes, reloads)
 
     @staticmethod
     def executions(acc: Access, loops: list[For], vloop: For | None, flat: set[int]) -> float:
@@ -381,7 +388,8 @@ class _Model:
                 loads.append(n)
             elif isinstance(n, Binary):
                 fl = n.dtype.startswith("float")
-                if fl and n.op in ("+", "-") and any(isinstance(x, Binary) and x.op == "*" for x in (n.a, n.b)):
+                fused = any(isinstance(x, Binary) and x.op == "*" for x in (n.a, n.b))
+                if fl and n.op in ("+", "-") and fused:
                     for x in (n.a, n.b):  # the multiply fuses into this add
                         stack.extend((x.a, x.b) if isinstance(x, Binary) and x.op == "*" else (x,))
                     ops += 1

@@ -64,7 +64,7 @@ def test_unreadable_files_say_why(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(ChipFileError, match="not valid JSON"):
         load_chip(str(bad))
-    with pytest.raises(ChipFileError, match="no such file, and no shipped chip.*rocketlake"):
+    with pytest.raises(ChipFileError, match=r"no such file, and no shipped chip.*rocketlake"):
         load_chip(str(tmp_path / "absent.json"))
 
 

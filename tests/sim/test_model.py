@@ -27,15 +27,23 @@ def _scaled(chip: ChipSpec, bw: float = 1.0, cache: float = 1.0) -> ChipSpec:
         dataclasses.replace(c, bandwidth_gbs=c.bandwidth_gbs * bw, size_bytes=int(c.size_bytes * cache))
         for c in chip.caches
     )
-    return dataclasses.replace(chip, caches=caches, memory_bandwidth_gbs=chip.memory_bandwidth_gbs * bw,
-                               single_core_memory_bandwidth_gbs=chip.single_core_memory_bandwidth_gbs * bw)  # fmt: skip
+    single = chip.single_core_memory_bandwidth_gbs * bw
+    return dataclasses.replace(
+        chip,
+        caches=caches,
+        memory_bandwidth_gbs=chip.memory_bandwidth_gbs * bw,
+        single_core_memory_bandwidth_gbs=single,
+    )
 
 
 def _sampled(n: int = 12):
     rng = random.Random(3)
-    for make in (lambda: make_matmul(128, 128, 128), lambda: make_conv2d(1, 16, 14, 14, 16, 3, 3, 1, 1),
-                 lambda: make_softmax((64, 256)), lambda: make_max_pool2d(1, 16, 28, 28, 3, 2, 1)):  # fmt: skip
-        ts = make()
+    for ts in (
+        make_matmul(128, 128, 128),
+        make_conv2d(1, 16, 14, 14, 16, 3, 3, 1, 1),
+        make_softmax((64, 256)),
+        make_max_pool2d(1, 16, 28, 28, 3, 2, 1),
+    ):
         policy = SketchPolicy([ts[-1]], cores=CHIP.cores, lanes=CHIP.lanes)
         for _ in range(n):
             sch, _ = policy.sample(rng)
