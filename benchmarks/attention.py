@@ -1,0 +1,236 @@
+"""Flash attention: autosched tuned against torch's scaled_dot_product_attention and numpy.
+
+For each row (batch x heads, sequence, head size, causal, GQA) the attention workload of the op
+library (``ops_attention``) is tuned for ``--trials`` candidates (0: the default schedule, which is
+the flash rewrite with default blocks), then autosched, torch SDPA and numpy (where its L x L
+buffers fit in memory) are timed in turns in this process on ``--threads`` threads. GFLOP/s counts
+the two products (4 * BH * S * L * D), half of it when causal. Peak memory: the high-water mark of
+a fresh process running one call, above what it held before the call (inputs included before).
+
+    python benchmarks/attention.py                       # the issue's five rows, 64 trials each
+    python benchmarks/attention.py --rows 0 --trials 8 --scale 4   # a quick smoke run
+
+Run it alone on the machine: anything else running makes the times meaningless.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# (batch x heads, sequence, head size, causal, kv heads per row as a divisor of the query heads)
+ROWS = [
+    (16, 512, 64, False, 1),
+    (16, 2048, 64, False, 1),
+    (16, 2048, 64, True, 1),
+    (8, 8192, 64, True, 1),
+    (32, 2048, 128, True, 4),  # GQA 4:1
+]
+NUMPY_MAX_BYTES = 6 * 2**30  # numpy's scores, exps and probabilities (3 L x L buffers) must fit
+
+
+def workload_args(row: tuple[int, int, int, bool, int], scale: int) -> dict[str, Any]:
+    bh, seq, d, causal, group = row
+    seq = max(16, seq // scale)
+    args: dict[str, Any] = {"B": 1, "H": bh, "S": seq, "L": seq, "D": d, "causal": causal}
+    if group > 1:
+        args["Hkv"] = bh // group
+    return args
+
+
+def instance(args: dict[str, Any]) -> Any:
+    from autosched.ops.workloads import ops_attention
+    from autosched.te.workload import WorkloadInstance
+
+    wl = ops_attention.workload
+    full = {**wl.defaults, **args}
+    return WorkloadInstance(wl.name, full, tuple(wl.function(**full)))
+
+
+def inputs_for(inst: Any) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(t.shape).astype("float32") for t in inst.tensors[:3]]
+
+
+def numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:
+    reps = q.shape[1] // k.shape[1]
+    if reps > 1:
+        k, v = np.repeat(k, reps, axis=1), np.repeat(v, reps, axis=1)
+    s = (q @ np.swapaxes(k, -1, -2)) * np.float32(1 / math.sqrt(q.shape[-1]))
+    if causal:
+        S, L = s.shape[-2:]
+        s[..., np.arange(L)[None, :] > np.arange(S)[:, None] + (L - S)] = -np.inf
+    s = np.exp(s - s.max(-1, keepdims=True), out=s)
+    s /= s.sum(-1, keepdims=True)
+    return s @ v
+
+
+def contenders(inst: Any, trace: Any, threads: int, with_numpy: bool) -> dict[str, Callable[[], Any]]:
+    import torch
+
+    from autosched.build import build
+    from autosched.search_space.schedule import replay
+
+    torch.set_num_threads(threads)
+    q, k, v = inputs_for(inst)
+    causal = bool(inst.args["causal"])
+    out = np.empty(inst.tensors[-1].shape, np.float32)
+    fn = build(replay(inst.tensors[-1:], trace), list(inst.tensors), "llvm-cpu", name="attention")
+    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+    gqa = k.shape[1] != q.shape[1]
+
+    def run_torch() -> Any:
+        with torch.inference_mode():
+            return torch.nn.functional.scaled_dot_product_attention(
+                tq, tk, tv, is_causal=causal, enable_gqa=gqa
+            )
+
+    found = {"autosched": lambda: fn(q, k, v, out), "torch": run_torch}
+    if with_numpy:
+        found["numpy"] = lambda: numpy_attention(q, k, v, causal)
+    return found
+
+
+def time_in_turns(fns: dict[str, Callable[[], Any]], rounds: int, pause_s: float = 0.3) -> dict[str, float]:
+    """Median seconds per call; each round times every contender, warm, after a pause, over enough
+    calls to last about 50 ms (a single short call mostly times waking the thread pool)."""
+    calls = {}
+    for name, fn in fns.items():
+        fn()  # first calls: compile caches, thread pools, page faults
+        t0 = time.perf_counter()
+        fn()
+        calls[name] = max(1, math.ceil(0.05 / max(time.perf_counter() - t0, 1e-6)))
+    times: dict[str, list[float]] = {n: [] for n in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            time.sleep(pause_s)
+            if name != "numpy":
+                fn()
+            t0 = time.perf_counter()
+            for _ in range(calls[name]):
+                fn()
+            times[name].append((time.perf_counter() - t0) / calls[name])
+    return {n: statistics.median(t) for n, t in times.items()}
+
+
+def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, str]:
+    from autosched.records.log import load_records
+    from autosched.search_space.default import default_schedule
+    from autosched.tune import TuneOptions, Tuner
+
+    if trials <= 0:
+        return default_schedule(inst.tensors[-1:], cores=threads).trace, "default schedule"
+    log = work / f"attention_{abs(hash(inst.key)) % 10**8}.jsonl"
+    Tuner([inst], "llvm-cpu", log, TuneOptions(trials=trials, baseline=False, num_threads=threads)).run()
+    ok = [r for r in load_records(log, workload_key=inst.key).records if r.ok]
+    if not ok:
+        return default_schedule(inst.tensors[-1:], cores=threads).trace, "default schedule (no trial ran)"
+    return min(ok, key=lambda r: r.mean_cost).trace, f"{trials} trials"
+
+
+def peak_memory(args: dict[str, Any], trace: Any, who: str, threads: int) -> int | None:
+    """Bytes a fresh process gains over one call of ``who`` (its inputs already made)."""
+    from autosched.search_space.trace import trace_to_json
+
+    spec = json.dumps({"args": args, "trace": trace_to_json(trace), "who": who, "threads": threads})
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    done = subprocess.run(
+        [sys.executable, __file__, "--memory-probe", spec],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    lines = [x for x in done.stdout.splitlines() if x.startswith("peak ")]
+    return int(lines[-1].split()[1]) if done.returncode == 0 and lines else None
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_probe(spec_text: str) -> int:
+    from autosched.search_space.trace import trace_from_json
+
+    spec = json.loads(spec_text)
+    inst = instance(spec["args"])
+    fns = contenders(inst, trace_from_json(spec["trace"]), spec["threads"], spec["who"] == "numpy")
+    before = _rss_bytes()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets the peak (VmHWM) to the current size
+    fns[spec["who"]]()
+    print(f"peak {max(0, _peak_bytes() - before)}")
+    return 0
+
+
+def _peak_bytes() -> int:
+    with open("/proc/self/status") as f:
+        line = next(x for x in f if x.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.0f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", default=",".join(str(i) for i in range(len(ROWS))), help="row indices, e.g. 0,2")
+    p.add_argument("--trials", type=int, default=64, help="tuning trials per row (0: the default schedule)")
+    p.add_argument("--rounds", type=int, default=7, help="timed calls of each contender, in turns")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--scale", type=int, default=1, help="divide the sequence lengths (smoke runs)")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory probes")
+    p.add_argument("--memory-probe", help=argparse.SUPPRESS)
+    ns = p.parse_args(argv)
+    if ns.memory_probe:
+        return memory_probe(ns.memory_probe)
+    os.environ.setdefault("OMP_NUM_THREADS", str(ns.threads))
+    work = Path(tempfile.mkdtemp(prefix="autosched_attention_"))
+    head = ["BH", "seq", "D", "causal", "GQA", "schedule", "autosched ms", "GFLOP/s", "torch ms", "vs torch",
+            "numpy ms", "vs numpy", "MiB ours", "MiB torch", "MiB numpy"]  # fmt: skip
+    table = []
+    for index in [int(x) for x in ns.rows.split(",") if x.strip()]:
+        row = ROWS[index]
+        args = workload_args(row, ns.scale)
+        inst = instance(args)
+        bh, seq, d = args["H"], args["S"], args["D"]
+        with_numpy = 3 * bh * seq * seq * 4 <= NUMPY_MAX_BYTES
+        trace, how = tuned_trace(inst, ns.trials, ns.threads, work)
+        times = time_in_turns(contenders(inst, trace, ns.threads, with_numpy), ns.rounds)
+        flops = 4 * bh * seq * seq * d / (2 if args["causal"] else 1)
+        ours = times["autosched"]
+        mem = {} if ns.no_memory else {w: peak_memory(args, trace, w, ns.threads) for w in times}
+        gqa = f"{row[4]}:1" if row[4] > 1 else "-"
+        line = [str(bh), str(seq), str(d), "yes" if args["causal"] else "no", gqa, how,
+                f"{ours * 1e3:.2f}", f"{flops / ours / 1e9:.0f}"]  # fmt: skip
+        for lib in ("torch", "numpy"):
+            t = times.get(lib)
+            line += [f"{t * 1e3:.2f}", f"{t / ours:.2f}x"] if t else ["-", "-"]
+        line += [_mib(mem.get(w)) for w in ("autosched", "torch", "numpy")]
+        table.append(line)
+        print("# " + "  ".join(line), flush=True)
+    widths = [max(len(x) for x in col) for col in zip(head, *table)]
+    print()
+    for line in [head, *table]:
+        print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
+    print(f"vs X = X's time / autosched's (> 1: autosched is faster); {ns.threads} threads each, timed in "
+          "turns in this process; GFLOP/s counts 4*BH*S*L*D, halved when causal")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
