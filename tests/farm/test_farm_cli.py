@@ -1,0 +1,85 @@
+"""The farm from the command line: a scheduler, `autosched worker`, `autosched tune --cluster` (issue 15)."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from autosched.measure.farm import Farm, FarmError
+from autosched.records.log import trace_key
+
+from .common import ROOT, records, wait_for_records
+
+
+def test_cluster_addresses_that_cannot_work_are_refused_clearly():
+    with pytest.raises(FarmError, match="local:N with N >= 1"):
+        Farm.connect("local:0")
+    with pytest.raises(FarmError, match=r"tcp://HOST:PORT \(a Dask scheduler\) or local:N"):
+        Farm.connect("127.0.0.1")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(*args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTOSCHED_MEASURE_CHIP": "0"}
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def _scheduler(port):
+    return _start("-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
+                  "--no-dashboard")  # fmt: skip
+
+
+def _wait_for_worker(address):
+    import distributed
+
+    with distributed.Client(address, timeout=60, set_as_default=False) as client:
+        client.wait_for_workers(1, timeout=120)
+
+
+def _stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(10)
+
+
+@pytest.mark.slow
+def test_the_cli_farm_survives_its_scheduler_and_resume_finishes_the_run(tmp_path):
+    port, log = _free_port(), tmp_path / "cli.jsonl"
+    address = f"tcp://127.0.0.1:{port}"
+    tune = ["-m", "autosched.cli", "tune", "examples/matmul.py", "--args", "M=32", "N=32", "K=32",
+            "--trials", "40", "--batch-size", "4", "--strategy", "random", "--cluster", address,
+            "--log", str(log), "--target", "llvm-cpu"]  # fmt: skip
+    scheduler = _scheduler(port)
+    worker = _start("-m", "autosched.cli", "worker", "--scheduler", address, "--target", "llvm-cpu", "--wait")
+    try:
+        _wait_for_worker(address)
+        run = _start(*tune)
+        wait_for_records(log, 8, timeout_s=120)
+        scheduler.send_signal(signal.SIGINT)  # the scheduler goes away mid-run
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 2, err
+        assert "went away" in err and "--resume" in err
+        kept = len(records(log))
+        assert kept % 4 == 0 and 8 <= kept < 40  # whole batches only
+        scheduler.wait(30)
+        scheduler = _scheduler(port)  # a new scheduler at the same address: the worker rejoins it
+        _wait_for_worker(address)
+        again = subprocess.run([sys.executable, *tune, "--resume"], cwd=ROOT, capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT), "AUTOSCHED_MEASURE_CHIP": "0"},
+                               timeout=300)  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        got = records(log)
+        assert len(got) == 40 and len({trace_key(r.trace) for r in got}) == 40
+        assert {r.target for r in got} == {"llvm-cpu"} and all(r.ok for r in got)
+    finally:
+        for proc in (worker, scheduler):
+            _stop(proc)
