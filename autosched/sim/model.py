@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ..codegen.llvm_vector import affine_index, why_not_vectorizable
 from ..lower.ir import Allocate, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
-from ..te.expr import Binary, Call, Cast, Compare, Expr, Logical, Not, Select, Var
+from ..te.expr import Binary, Call, Cast, Compare, Expr, Logical, Not, Select, Var, children
 from .chip import ChipSpec
 from .guards import guard_share
 from .reuse import DTYPE_BYTES, Access, accesses, footprint_lines
@@ -157,27 +157,32 @@ class _Model:
         n_exec = float(math.prod(lp.extent for lp in loops))
         vec = self.vector_loop(loops)
         loads: list[Load] = []
-        fp_ops = self.scan(s.value, loads)
+        vec_var = vec.var if vec is not None else None
+        fp_ops, fp_scalar, int_ops = self.scan(s.value, loads, vec_var)
         acc_list = accesses(s, loads, self.memo)
         store_acc = acc_list[0]
         is_acc = any(ld.buffer is s.buffer for ld in loads)
         notes: list[str] = []
         body = math.ceil(vec.extent / lanes) * (fp_ops + len(loads) + 1) if vec else fp_ops + len(loads) + 1
-        flat = self.fully_unrolled(loops, body)
-        real = [lp for lp in loops if lp.kind not in ("unrolled", "vectorized") and lp.extent > 1
+        flat = self.fully_unrolled(loops, body, vec)
+        real = [lp for lp in loops if lp.kind != "unrolled" and lp is not vec and lp.extent > 1
                 and id(lp) not in flat]  # fmt: skip
         auto_vec = vec is None and self.auto_vectorized(s, loads, real, store_acc)
+        inner = real[-1].var if real else None
+        fp_ops, fp_scalar, int_ops = self.scan(s.value, [], real[-1].var if auto_vec else vec_var, inner)
         if auto_vec:
             notes.append(f"loop {real[-1].var.name} left to LLVM's loop vectorizer")
         if vec is not None:
-            vlen, regs_per_group = vec.extent, math.ceil(vec.extent / lanes)
+            # arithmetic on <N x float> is widened to a power of two; its loads and stores are split
+            vlen, regs_per_group = vec.extent, math.ceil((1 << (vec.extent - 1).bit_length()) / lanes)
+            mem_pieces = vec.extent // lanes + bin(vec.extent % lanes).count("1")
             if vec.extent % lanes and vec.extent > lanes:
                 fill = vec.extent / (regs_per_group * lanes)
                 notes.append(f"vector {vec.var.name} of {vec.extent} fills {fill:.0%} of its registers")
         elif auto_vec:
-            vlen, regs_per_group = lanes, 1
+            vlen, regs_per_group, mem_pieces = lanes, 1, 1
         else:
-            vlen, regs_per_group = 1, 1
+            vlen, regs_per_group, mem_pieces = 1, 1, 1
         groups = n_exec / vlen  # executions of the (vector) body
         vloop = vec or (real[-1] if auto_vec else None)
         # ``real``: the loops that really iterate (not unrolled, not vector): LICM acts on them.
@@ -195,7 +200,7 @@ class _Model:
             in_flight = elems / (vlen / regs_per_group)
             if in_flight > chip.vector_registers - cal.reserved_registers:  # spilled: loaded and stored again
                 promoted, spilled = 1.0, True
-        stores = groups * regs_per_group / promoted
+        stores = groups * mem_pieces / promoted
         n_loads, shuffles = 0.0, 0.0
         for acc in acc_list:
             if not acc.read:
@@ -206,22 +211,24 @@ class _Model:
             reps = self.executions(acc, loops, vloop, flat)
             if auto_vec and vloop is not None:
                 reps *= vloop.extent / lanes
-            per, shuf = self.vector_access(acc, vloop, regs_per_group, lanes)
+            per, shuf = self.vector_access(acc, vloop, mem_pieces, lanes)
             n_loads += reps * per
             shuffles += reps * shuf
         if vec is not None:
             st = affine_index(s.buffer, s.indices, vec.var)
             if st is None or st.coeff > 4 or st.coeff < 0:  # scattered lane by lane
-                stores *= vlen / regs_per_group
+                stores *= vlen / mem_pieces
                 shuffles += groups * vlen
             elif st.coeff == 0:  # a reduction over the lanes: a tree of log2(N) vector ops
                 fp_ops += math.log2(vlen) + 1
-        fp = groups * regs_per_group * fp_ops
+        if vec is None and not auto_vec:  # scalar code: every float op is one FMA-port slot
+            fp_ops, fp_scalar = fp_ops + fp_scalar, 0.0
+        fp = groups * (regs_per_group * fp_ops + fp_scalar)
         iters = 1.0  # iterations of the innermost real loop: its increment and branch
         if real:
             iters = n_exec / math.prod(lp.extent for lp in loops[loops.index(real[-1]) + 1 :])
         iters /= lanes if auto_vec else 1
-        uops = fp + n_loads + stores + shuffles + cal.loop_uops * iters
+        uops = fp + n_loads + stores + shuffles + cal.loop_uops * iters + groups * int_ops
         store_cost = cal.spill_store_cycles if spilled else 1.0
         cycles = max(fp / chip.fma_units, n_loads / chip.load_ports, stores * store_cost / chip.store_ports,
                      uops / cal.issue_width)  # fmt: skip
@@ -247,23 +254,24 @@ class _Model:
             if lp is vloop:
                 continue
             dep = acc.depends_on(id(lp.var))
-            real = lp.kind not in ("unrolled", "vectorized") and id(lp) not in flat and lp.extent > 1
+            real = lp.kind != "unrolled" and id(lp) not in flat and lp.extent > 1
             if dep or not hoisting:
                 n *= lp.extent
             if dep and real:
                 hoisting = False
         return n
 
-    def fully_unrolled(self, loops: list[For], body: float) -> set[int]:
+    def fully_unrolled(self, loops: list[For], body: float, vec: For | None) -> set[int]:
         """Serial loops LLVM unrolls completely itself: innermost first, while the unrolled body stays
-        under its full-unroll threshold (constant trip counts, O3)."""
+        under its full-unroll threshold (constant trip counts, O3). A vectorized loop codegen could not
+        vectorize is a serial one."""
         out: set[int] = set()
         cost = body
         for lp in reversed(loops):
-            if lp.kind in ("unrolled", "vectorized") or lp.extent == 1:
+            if lp.kind == "unrolled" or lp is vec or lp.extent == 1:
                 cost *= lp.extent if lp.kind == "unrolled" else 1
                 continue
-            if lp.kind != "serial" or cost * lp.extent > self.calib.unroll_threshold:
+            if lp.kind not in ("serial", "vectorized") or cost * lp.extent > self.calib.unroll_threshold:
                 break
             cost *= lp.extent
             out.add(id(lp))
@@ -320,7 +328,7 @@ class _Model:
             elems *= lanes_used  # the vector's lanes are independent chains too
         accumulators = elems / lanes_used
         in_regs = promoted > 1 or all(
-            lp.kind in ("unrolled", "vectorized") or lp.extent == 1 or id(lp) in flat for lp in tile
+            lp.kind == "unrolled" or lp is vec or lp.extent == 1 or id(lp) in flat for lp in tile
         )
         if accumulators > chip.vector_registers - self.calib.reserved_registers:
             in_regs = False
@@ -378,39 +386,60 @@ class _Model:
         return out
 
     # Expressions --------------------------------------------------------------------------------
-    def scan(self, e: Expr, loads: list[Load]) -> float:
-        """FMA-port slots of one evaluation of ``e`` (a multiply feeding an add is one FMA)."""
-        ops = 0.0
+    def scan(
+        self, e: Expr, loads: list[Load], var: Var | None, inner: Var | None = None
+    ) -> tuple[float, float, float]:
+        """(FMA-port slots that vary over the vector loop ``var``, those that do not (computed once per
+        vector body), integer and boolean operations that vary over ``var`` or the innermost real loop
+        ``inner``: the others are hoisted) of one evaluation of ``e``. A multiply feeding an add is one
+        FMA."""
+        memo: dict[tuple[int, int], bool] = {}
+
+        def varies(n: Expr, v: Var | None) -> bool:
+            if v is None:
+                return False
+            got = memo.get((id(n), id(v)))
+            if got is None:
+                got = memo[(id(n), id(v))] = n is v or any(varies(c, v) for c in children(n))
+            return got
+
+        vec_ops, scalar_ops, int_ops = 0.0, 0.0, 0.0
         stack = [e]
         while stack:
             n = stack.pop()
-            if isinstance(n, Load):
+            cost = 0.0
+            if isinstance(n, Load):  # its address arithmetic: folded into addressing or hoisted (LSR, LICM)
                 loads.append(n)
-            elif isinstance(n, Binary):
-                fl = n.dtype.startswith("float")
+                continue
+            if isinstance(n, Binary):
                 fused = any(isinstance(x, Binary) and x.op == "*" for x in (n.a, n.b))
-                if fl and n.op in ("+", "-") and fused:
+                if n.dtype.startswith("float") and n.op in ("+", "-") and fused:
                     for x in (n.a, n.b):  # the multiply fuses into this add
                         stack.extend((x.a, x.b) if isinstance(x, Binary) and x.op == "*" else (x,))
-                    ops += 1
-                    continue
-                if fl:
-                    ops += self.calib.div_ops if n.op == "/" else 1
-                stack.extend((n.a, n.b))
+                    cost = 1.0
+                else:
+                    cost = self.calib.div_ops if n.op == "/" else 1.0
+                    stack.extend((n.a, n.b))
             elif isinstance(n, Call):
-                ops += MATH_OPS.get(n.name, 10)
+                cost = MATH_OPS.get(n.name, 10)
                 stack.extend(n.args)
             elif isinstance(n, (Compare, Logical)):
-                ops += 1
+                cost = 1.0
                 stack.extend((n.a, n.b))
             elif isinstance(n, Select):
-                ops += 1
+                cost = 1.0
                 stack.extend((n.cond, n.t, n.f))
             elif isinstance(n, Cast):
-                ops += 1
+                cost = 1.0
                 stack.append(n.value)
             elif isinstance(n, Not):
                 stack.append(n.a)
-            elif isinstance(n, Var):
-                pass
-        return ops
+            if not cost:
+                continue
+            if not n.dtype.startswith("float"):  # index and guard arithmetic: ALU ports, unless hoisted
+                int_ops += cost * (2.0 if varies(n, var) else 1.0 if varies(n, inner) else 0.0)
+            elif varies(n, var):
+                vec_ops += cost
+            else:
+                scalar_ops += cost
+        return vec_ops, scalar_ops, int_ops
