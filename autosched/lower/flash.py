@@ -262,7 +262,23 @@ class FlashLowerer(Lowerer):
                             )
                             return seq(Store(sc, (ii, jj), s), Store(pmax, (ii, jv), top))
 
-                        return seq(zero, _loop("qk_d", D, "serial", fma), tile_nest(epilogue))
+                        nest = seq(zero, _loop("qk_d", D, "serial", fma), tile_nest(epilogue))
+                        if causal is None:
+                            return nest
+                        # a tile wholly above the diagonal: no products, its scores are -inf
+                        first_key = binary("+", k0, binary("*", jo, _c(tile)))
+                        last_row = binary("+", q0, binary("+", binary("*", io, _c(r)), _c(r - 1 + causal)))
+                        hidden = tile_nest(
+                            lambda ri, ci, jv: Store(
+                                sc,
+                                (
+                                    binary("+", binary("*", io, _c(r)), ri),
+                                    binary("+", binary("*", jo, _c(tile)), col(ci, jv)),
+                                ),
+                                _f(NEG_INF),
+                            )
+                        )
+                        return IfThenElse(compare("<=", first_key, last_row), nest, hidden)
 
                     return _loop("qk_i", bq // r, "serial", io_tiles)  # a K^T tile stays in L1 over the rows
 
@@ -369,7 +385,11 @@ class FlashLowerer(Lowerer):
                                 prod = binary("*", Load(sc, (ii, jj), "float32"), vv)
                                 return Store(at, (ri, col), binary("+", Load(at, (ri, col), "float32"), prod))
 
-                            return tile_nest(upd)
+                            if causal is None:
+                                return tile_nest(upd)
+                            # keys past the row tile's last visible one have P = 0: skipped
+                            last = binary("+", q0, binary("+", binary("*", io, _c(rp)), _c(rp - 1 + causal)))
+                            return IfThenElse(compare("<=", kvj, last), tile_nest(upd))
 
                         return seq(
                             tile_nest(load_acc), _loop("pv_j", keys, "serial", per_key), tile_nest(save_acc)
@@ -379,7 +399,7 @@ class FlashLowerer(Lowerer):
 
                 def rows_then_pv(io: Var) -> Stmt:  # a row tile's probabilities, then at once its P @ V
                     rows = _loop(
-                        "sm_r", rp, "serial", lambda ri: soft_row(binary("+", binary("*", io, _c(rp)), ri))
+                        "sm_r", rp, "unrolled", lambda ri: soft_row(binary("+", binary("*", io, _c(rp)), ri))
                     )
                     return seq(rows, pv_tiles(io))
 
