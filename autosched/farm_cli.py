@@ -165,7 +165,7 @@ def cmd_worker(ns: argparse.Namespace) -> int:
     distributed = _import_distributed()
     import dask
 
-    from .measure.farm_worker import ChipFactsPlugin, chip_facts, chip_resource
+    from .measure.farm_worker import WORKER_CONFIG, ChipFactsPlugin, chip_facts, chip_resource
     from .target import parse_target
 
     names = [t for word in ns.target for t in (local_targets() if word == "all" else [word])]
@@ -183,7 +183,7 @@ def cmd_worker(ns: argparse.Namespace) -> int:
 
     # A farm outlives its scheduler: when it goes away, wait for it (or a new one) at the same address.
     joined_once = False
-    with dask.config.set({"distributed.worker.daemon": False}):  # the worker starts builder and runner
+    with dask.config.set(WORKER_CONFIG):  # children allowed, no thread caps
         while True:
             try:
                 asyncio.run(serve())

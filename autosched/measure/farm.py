@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import AutoschedError
 from ..target import parse_target
 from .farm_worker import (
+    WORKER_CONFIG,
     ChipFactsPlugin,
     LocalBackend,
     build_task,
@@ -111,10 +112,8 @@ class Farm:
         import dask
 
         resources = {chip_resource(chip_facts(t)[0]): 1 for t in targets}
-        # Worker processes start children (builder, runner), so they may not be daemons; a worker that
-        # dies fails its tasks at once (allowed-failures 0): the measurer decides about a second try.
-        config = {"distributed.worker.daemon": False, "distributed.scheduler.allowed-failures": 0,
-                  "distributed.admin.system-monitor.gil.enabled": False}  # fmt: skip
+        # A worker that dies fails its tasks at once (allowed-failures 0): the measurer retries them.
+        config = {**WORKER_CONFIG, "distributed.scheduler.allowed-failures": 0}
         with dask.config.set(config):
             cluster = distributed.LocalCluster(
                 n_workers=n, threads_per_worker=1, processes=True, resources=resources,

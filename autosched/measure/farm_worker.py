@@ -33,6 +33,10 @@ from .result import BuildResult, MeasureResult
 from .task import MeasureTask
 
 _ATTR = "_autosched_chips"  # where the plugin leaves {target: (fingerprint, ChipInfo)} on the worker
+# Dask caps OMP_NUM_THREADS (and BLAS threads) at 1 in the workers it spawns; a farm worker times kernels
+# on all its cores, as the local runner does, so its nanny spawns workers without those caps.
+WORKER_CONFIG = {"distributed.worker.daemon": False,  # workers start children (builder, runner)
+                 "distributed.nanny.pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": 65536}}  # fmt: skip
 _STATE: dict[Any, Any] = {}  # this worker process's builder, runner and device measurers, made on first use
 
 
@@ -143,8 +147,10 @@ class LocalBackend:
     def run(self, task: MeasureTask, built: Built, trace: Any = None) -> MeasureResult:
         from .runner import LocalRunner
 
-        key = ("runner", self.timeout_s, self.repeat, self.num_threads, self.flush_cache)
-        runner = _cached(key, lambda: LocalRunner(self.timeout_s, self.repeat, num_threads=self.num_threads,
+        # All the cores this worker may use unless told otherwise, whatever OMP_NUM_THREADS it inherited.
+        threads = self.num_threads or len(os.sched_getaffinity(0))
+        key = ("runner", self.timeout_s, self.repeat, threads, self.flush_cache)
+        runner = _cached(key, lambda: LocalRunner(self.timeout_s, self.repeat, num_threads=threads,
                                                   flush_cache=self.flush_cache))  # fmt: skip
         if not built.library:
             return runner.run(task, [built.result])[0]
