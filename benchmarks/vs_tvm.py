@@ -1,129 +1,83 @@
-"""autosched vs TVM MetaSchedule at the same trial budgets, on the same machine, in one run.
+"""autosched vs TVM MetaSchedule at the same trial budget, on the same machine, in one run.
 
-The four workloads of ``search_efficiency.py`` are written in both DSLs with the same math and
-shapes. For each budget (64 and 256 trials by default) both tuners run; the script prints best
-GFLOP/s, the ratio autosched / MetaSchedule and the tuning wall time of each. MetaSchedule's
-checkpoints come from its own database (its runner's times, in trial order); its final best is
-re-timed here, in this process.
+Eleven operators (``vs_tvm_ops.py``), each written in both DSLs with the same math and shapes:
+
+- the four workloads of ``search_efficiency.py``: matmul 1024^3; conv2d NCHW 1x64x56x56 -> 64, 3x3,
+  stride 1, pad 1; softmax 4096x1024; dense 512x1024x1024 + bias + relu;
+- ``sumsq``: sqrt of the sum of squares of a whole 1024x1024 tensor (one output value);
+- ``stencil``: a five-point stencil over the interior of a 2048x2048 grid (0.5 x centre + 0.125 x 4 near);
+- ``layer_norm``: over the last axis of 4096x1024, with gamma and beta;
+- ``max_pool``: 3x3, stride 2, pad 1, NHWC 1x112x112x64 -> 1x56x56x64;
+- ``conv1d``: NCW 1x64x8192 -> 64 channels, kernel 3, stride 2, pad 1;
+- ``conv2d_transpose``: NCHW 1x64x28x28 -> 64 channels, 4x4 kernel, stride 2, pad 1 (-> 56x56);
+- ``capsule_conv2d``: NHWIJC 1x16x16 of 32 4x4 capsules -> 32, 3x3, stride 2, pad 1 (Ansor's capsule conv).
+
+For each operator both tuners run (64 trials by default; MetaSchedule in this run, on this machine), then
+both final bests are built here and their outputs checked against each other and a numpy reference on
+random inputs, and then timed natively in turns in this process: autosched's built library through its
+prepared call (``compare.raw_call``), TVM's through its ``time_evaluator``; the median of the samples.
+The table gives milliseconds, GFLOP/s (GB/s and the fraction of the measured memory bandwidth for the
+memory-bound four: bytes = inputs read once + outputs written once), the ratio autosched / MetaSchedule
+(> 1: autosched is faster) and each tool's tuning wall time. The full suite takes about an hour here.
 
 Needs ``pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1 xgboost psutil cloudpickle
 tornado`` (ffi 0.1.15.post2 segfaults inside MetaSchedule); without TVM it says so and exits 0.
+Exit status 1 when an autosched kernel is missing or disagrees with the reference.
 
-    TVM_NUM_THREADS=2 python benchmarks/vs_tvm.py --trials 64,256
-    python benchmarks/vs_tvm.py --quick                  # tiny sizes, 16 trials: checks the script
+    TVM_NUM_THREADS=2 python benchmarks/vs_tvm.py                 # all eleven, 64 trials
+    python benchmarks/vs_tvm.py --ops sumsq,max_pool --trials 64,256
+    python benchmarks/vs_tvm.py --quick                           # tiny sizes, 8 trials: checks the script
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from vs_tvm_ops import OPS, Op, nbytes  # this directory
 
 from autosched.te.workload import WorkloadInstance
-from autosched.topi.workloads import make_conv2d, make_dense, make_matmul, make_softmax
-from autosched.tune import TuneOptions, Tuner
 
 INSTALL = (
     "pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1 xgboost psutil cloudpickle tornado"
 )
-FULL = {"matmul": (1024, 1024, 1024), "conv2d": (1, 64, 56, 56, 64), "softmax": (4096, 1024),
-        "dense": (512, 1024, 1024)}  # fmt: skip
-QUICK = {"matmul": (64, 64, 64), "conv2d": (1, 8, 14, 14, 16), "softmax": (64, 128), "dense": (32, 64, 64)}
 
 
-def autosched_tensors(name: str, s: tuple) -> list:
-    if name == "matmul":
-        return make_matmul(*s)
-    if name == "conv2d":
-        n, c, h, w, k = s
-        return make_conv2d(n, c, h, w, k, 3, 3, stride=1, padding=1)
-    if name == "softmax":
-        return make_softmax(s)
-    return make_dense(*s, bias=True, activation="relu")
+def tune_autosched(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Path) -> dict:
+    """autosched's tuner on ``op``: its best trace and wall time."""
+    from autosched.tune import TuneOptions, Tuner
 
-
-def tvm_tensors(name: str, s: tuple) -> list:
-    """The same computations in TVM's te (NCHW conv with zero padding, dense as X @ W^T + b)."""
-    import tvm
-    from tvm import te
-
-    tir = getattr(tvm, "tir", None) or tvm.tirx  # renamed in newer TVM
-    zero = tir.const(0.0, "float32")
-    if name == "matmul":
-        m, n, kk = s
-        a, b = te.placeholder((m, kk), name="A"), te.placeholder((kk, n), name="B")
-        k = te.reduce_axis((0, kk), name="k")
-        return [a, b, te.compute((m, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")]
-    if name == "conv2d":
-        n, c, h, w, kf = s
-        data, weight = te.placeholder((n, c, h, w), name="data"), te.placeholder((kf, c, 3, 3), name="weight")
-        pad = te.compute(
-            (n, c, h + 2, w + 2),
-            lambda b, ci, y, x: te.if_then_else(
-                te.all(y >= 1, y <= h, x >= 1, x <= w), data[b, ci, y - 1, x - 1], zero
-            ),
-            name="pad",
-        )
-        rc, ry, rx = te.reduce_axis((0, c), "rc"), te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
-        out = te.compute(
-            (n, kf, h, w),
-            lambda b, f, y, x: te.sum(pad[b, rc, y + ry, x + rx] * weight[f, rc, ry, rx], axis=[rc, ry, rx]),
-            name="conv2d",
-        )
-        return [data, weight, out]
-    if name == "softmax":
-        m, n = s
-        x = te.placeholder((m, n), name="x")
-        k1, k2 = te.reduce_axis((0, n), "k1"), te.reduce_axis((0, n), "k2")
-        mx = te.compute((m,), lambda i: te.max(x[i, k1], axis=k1), name="maxelem")
-        ex = te.compute((m, n), lambda i, j: te.exp(x[i, j] - mx[i]), name="exp")
-        sm = te.compute((m,), lambda i: te.sum(ex[i, k2], axis=k2), name="expsum")
-        return [x, te.compute((m, n), lambda i, j: ex[i, j] / sm[i], name="softmax")]
-    m, n, kk = s
-    x, w, b = (
-        te.placeholder((m, kk), name="X"),
-        te.placeholder((n, kk), name="W"),
-        te.placeholder((n,), name="b"),
+    inst = WorkloadInstance(op.name, {}, tuple(op.ours(s)))
+    opts = TuneOptions(
+        trials=budget, batch_size=args.batch_size, seed=args.seed, baseline=False, num_threads=args.cores
     )
-    k = te.reduce_axis((0, kk), name="k")
-    d = te.compute((m, n), lambda i, j: te.sum(x[i, k] * w[j, k], axis=k), name="dense")
-    return [x, w, b, te.compute((m, n), lambda i, j: tir.max(d[i, j] + b[j], zero), name="relu")]
-
-
-def run_autosched(name: str, s: tuple, budget: int, args: argparse.Namespace, work: Path) -> dict:
-    inst = WorkloadInstance(name, {}, tuple(autosched_tensors(name, s)))
-    opts = TuneOptions(trials=budget, batch_size=args.batch_size, seed=args.seed, baseline=False)
     start = time.perf_counter()
-    (task,) = Tuner([inst], "llvm-cpu", work / f"autosched_{name}_{budget}.jsonl", opts).run()
-    wall = time.perf_counter() - start
-    flops = inst.flop_count()
-    return {"gflops": flops / task.best_cost / 1e9 if math.isfinite(task.best_cost) else 0.0, "wall": wall,
-            "history": task.history, "flops": flops}  # fmt: skip
+    (task,) = Tuner([inst], "llvm-cpu", work / f"autosched_{op.name}_{budget}.jsonl", opts).run()
+    return {"inst": inst, "trace": task.best_trace, "wall": time.perf_counter() - start}
 
 
-def _records_in_order(work_dir: Path) -> list[float]:
-    """Mean run seconds of each MetaSchedule record, in the order they were measured (inf: failed)."""
-    out = []
-    for path in sorted(work_dir.glob("*tuning_record*.json")):
-        for line in path.read_text().splitlines():
-            try:
-                rec = json.loads(line)[1]
-                secs = [float(x) for x in (rec[1] or [])]
-            except (ValueError, IndexError, TypeError):
-                continue
-            ok = secs and max(secs) < 1e9
-            out.append(sum(secs) / len(secs) if ok else math.inf)
-    return out
+def tvm_build(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's default_build without its ``import tvm.s_tir.tensor_intrin``: that import takes about
+    30 s here and counted against the build timeout in every fresh build worker (one pool per batch), so
+    every candidate timed out. It registers tensorize intrinsics, which no float32 CPU schedule uses."""
+    from tvm.driver import build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    return build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
 
 
-def run_tvm(name: str, s: tuple, budget: int, args: argparse.Namespace, work: Path) -> dict:
+def tune_tvm(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Path) -> dict:
+    """MetaSchedule on ``op``: its best schedule compiled (None if nothing built) and the wall time."""
     import tvm
     from tvm import te
 
@@ -132,89 +86,246 @@ def run_tvm(name: str, s: tuple, budget: int, args: argparse.Namespace, work: Pa
     except ImportError:  # older TVM
         from tvm import meta_schedule as ms  # type: ignore[no-redef]
 
-    tensors = tvm_tensors(name, s)
-    func = te.create_prim_func(tensors)
+    if __name__ != "__main__":  # the build workers cannot import this file: send tvm_build by value
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    tensors = op.theirs(s)
     target = tvm.target.Target({"kind": "llvm", "mcpu": args.mcpu, "num-cores": args.cores})
-    work_dir = work / f"tvm_{name}_{budget}"
+    mod = tvm.IRModule({"main": te.create_prim_func(tensors)})
     start = time.perf_counter()
-    mod = tvm.IRModule({"main": func})
     database = ms.tir_integration.tune_tir(
-        mod=mod, target=target, work_dir=str(work_dir), max_trials_global=budget,
-        num_trials_per_iter=min(64, budget),
-        builder=ms.builder.LocalBuilder(timeout_sec=args.tvm_build_timeout),
+        mod=mod, target=target, work_dir=str(work / f"tvm_{op.name}_{budget}"), max_trials_global=budget,
+        num_trials_per_iter=min(64, budget), seed=args.seed, num_tuning_cores=args.cores,
+        strategy="replay-trace" if args.quick else "evolutionary",  # quick: skip its search's minute
+        builder=ms.builder.LocalBuilder(timeout_sec=args.tvm_build_timeout, f_build=tvm_build),
     )  # fmt: skip
     sch = ms.tir_integration.compile_tir(database, mod, target)  # the best schedule in the database
     wall = time.perf_counter() - start
-    flops = WorkloadInstance(name, {}, tuple(autosched_tensors(name, s))).flop_count()
-    costs = _records_in_order(work_dir)
-    history = list(np.minimum.accumulate(costs)) if costs else []
-    retimed = math.inf
-    if sch is not None:
-        build = getattr(tvm, "compile", None) or tvm.build
-        lib = build(sch.mod, target=target)
-        dev = tvm.cpu(0)
-        make = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
-        rng = np.random.default_rng(0)
-        arrays = [make(rng.random([int(d) for d in t.shape]).astype("float32"), dev) for t in tensors]
-        rt_mod = lib.jit() if hasattr(lib, "jit") else lib  # TVM >= 0.20: an Executable to JIT first
-        timer = rt_mod.time_evaluator("main", dev, number=args.number, repeat=args.repeat)
-        retimed = float(np.median(timer(*arrays).results))
-    return {"gflops": flops / retimed / 1e9 if math.isfinite(retimed) else 0.0, "wall": wall,
-            "history": history, "flops": flops}  # fmt: skip
+    if sch is None:
+        return {"lib": None, "wall": wall}
+    build = getattr(tvm, "compile", None) or tvm.build
+    lib = build(sch.mod, target=target)
+    return {"lib": lib.jit() if hasattr(lib, "jit") else lib, "wall": wall}  # TVM >= 0.20: JIT it first
+
+
+def prepare_ours(inst: WorkloadInstance, trace: Any, inputs: list[np.ndarray]) -> tuple[Callable, list]:
+    """The best trace built as a library; (its prepared call, its outputs after one call)."""
+    from autosched.measure.compare import raw_call
+    from autosched.measure.isolated import build_isolated
+    from autosched.measure.runner import aligned_empty
+    from autosched.testing import split_args
+
+    _, outs = split_args(list(inst.tensors))
+    fn = build_isolated(list(inst.tensors), trace, "llvm-cpu", name="tuned")
+    out_arrays = [aligned_empty(t.shape, t.dtype) for t in outs]
+    for a in out_arrays:
+        a.fill(np.nan)  # an element the kernel skips cannot pass the check
+    fn(*inputs, *out_arrays)
+    return raw_call(fn, [*inputs, *out_arrays]), out_arrays
+
+
+def prepare_tvm(lib: Any, inputs: list[np.ndarray], out_shapes: list[tuple]) -> tuple[Any, list, list]:
+    """(the compiled function, its argument tensors, its outputs after one call as numpy)."""
+    import tvm
+
+    dev = tvm.cpu(0)
+    make = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
+    outs = [np.full(shape, np.nan, np.float32) for shape in out_shapes]
+    tensors = [make(a, dev) for a in [*inputs, *outs]]
+    lib["main"](*tensors)
+    return lib, tensors, [t.numpy() for t in tensors[len(inputs) :]]
+
+
+def agree(got: np.ndarray, want: np.ndarray) -> str:
+    """'' when ``got`` matches ``want`` within float32 tolerance, else what differs."""
+    from autosched.testing import tolerance
+
+    rtol, atol = tolerance("float32", want)
+    if got.shape != want.shape:
+        return f"shape {got.shape}, expected {want.shape}"
+    if np.allclose(got, want, rtol=rtol, atol=atol):
+        return ""
+    bad = ~np.isclose(got, want, rtol=rtol, atol=atol)
+    return (
+        f"{int(bad.sum())} of {got.size} elements differ (max abs error {np.nanmax(np.abs(got - want)):.3g})"
+    )
+
+
+def time_in_turns(
+    ours: Callable[[], Any], lib: Any, tensors: list, samples: int, block: int = 5, pause_s: float = 0.3
+) -> tuple[float, float]:
+    """Median seconds per call of each contender, timed in alternating blocks of ``block`` samples.
+
+    A sample lasts at least 1 ms (enough calls averaged), as the runner's and time_evaluator's do. Each
+    block follows a pause (the other's spinning threads stop) and 0.3 s of warm-up calls.
+    """
+    import tvm
+
+    from autosched.hai.timing import TimingPolicy, time_calls
+
+    func, dev = lib["main"], tvm.cpu(0)
+    timer = lib.time_evaluator("main", dev, number=1, repeat=block, min_repeat_ms=1)
+    policy = TimingPolicy(repeat=block, warmup=0, min_repeat_s=1e-3)
+    mine: list[float] = []
+    theirs: list[float] = []
+    for _ in range(max(1, samples // block)):
+        for which in (0, 1):
+            time.sleep(pause_s)
+            call = ours if which == 0 else (lambda: func(*tensors))
+            until = time.perf_counter() + 0.3
+            while time.perf_counter() < until:
+                call()
+            if which == 0:
+                mine += time_calls(ours, policy)
+            else:
+                theirs += [float(x) for x in timer(*tensors).results]
+    return statistics.median(mine), statistics.median(theirs)
+
+
+def compare_op(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Path, bw: float) -> dict:
+    """Tune both, check both, time both: one row of the table (``error`` names what went wrong)."""
+    row: dict[str, Any] = {"op": op.name, "trials": budget}
+    try:
+        mine = tune_autosched(op, s, budget, args, work)
+    except Exception as e:  # a crash in one operator's tuning is reported, and the suite goes on
+        traceback.print_exc()
+        return {**row, "error": f"autosched tuning raised {type(e).__name__}: {e}"}
+    row["ours_wall"] = mine["wall"]
+    try:
+        theirs = tune_tvm(op, s, budget, args, work)
+    except Exception as e:
+        traceback.print_exc()
+        theirs = {"lib": None, "wall": math.nan, "error": f"{type(e).__name__}: {e}"}
+    row["tvm_wall"] = theirs["wall"]
+    if mine["trace"] is None:
+        return {**row, "error": "autosched found no valid kernel"}
+    inst = mine["inst"]
+    rng = np.random.default_rng(args.seed)
+    from autosched.measure.runner import aligned_empty
+    from autosched.testing import split_args
+
+    ins, outs = split_args(list(inst.tensors))
+    inputs = []
+    for t in ins:  # 64-byte aligned, as TVM allocates its tensors and as the runner times
+        a = aligned_empty(t.shape, t.dtype)
+        a[...] = rng.standard_normal(t.shape)
+        inputs.append(a)
+    want = op.reference(s, *inputs)
+    call, got = prepare_ours(inst, mine["trace"], inputs)
+    problem = agree(got[-1], want)
+    if problem:
+        return {**row, "error": f"autosched's best kernel is wrong: {problem}"}
+    if theirs["lib"] is None:
+        return {**row, "tvm_error": theirs.get("error", "MetaSchedule found no schedule"), "ours_s": None}
+    lib, tensors, tvm_out = prepare_tvm(theirs["lib"], inputs, [t.shape for t in outs])
+    problem = agree(tvm_out[-1], want) or agree(got[-1], tvm_out[-1])
+    if problem:
+        return {**row, "tvm_error": f"MetaSchedule's best kernel is wrong: {problem}"}
+    ours_s, tvm_s = time_in_turns(call, lib, tensors, args.repeat)
+    flops, moved = inst.flop_count(), nbytes(list(inst.tensors))
+    row.update(
+        ours_s=ours_s, tvm_s=tvm_s, ratio=tvm_s / ours_s, gflops=(flops / ours_s / 1e9, flops / tvm_s / 1e9)
+    )
+    if op.memory_bound:
+        row["gbs"] = (moved / ours_s / 1e9, moved / tvm_s / 1e9)
+        row["bw"] = tuple(x / bw for x in row["gbs"])
+    return row
+
+
+def cells(r: dict) -> list[str]:
+    walls = [f"{r[k]:.0f}" if isinstance(r.get(k), float) and math.isfinite(r[k]) else "-"
+             for k in ("ours_wall", "tvm_wall")]  # fmt: skip
+    head = [r["op"], str(r["trials"])]
+    if "ratio" not in r:
+        why = r.get("error") or r.get("tvm_error", "")
+        return [*head, "-", "-", "-", "-", "-", "-", *walls, why]
+    speed, unit = (r["gbs"], "GB/s") if "gbs" in r else (r["gflops"], "GFLOP/s")
+    bw = [f"{100 * x:.0f}%" for x in r["bw"]] if "bw" in r else ["-", "-"]
+    times = [f"{r['ours_s'] * 1e3:.4g}", f"{r['tvm_s'] * 1e3:.4g}"]
+    return [
+        *head,
+        *times,
+        f"{speed[0]:.1f} / {speed[1]:.1f} {unit}",
+        f"{r['ratio']:.2f}",
+        *bw,
+        *walls,
+        r.get("tvm_error", ""),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="tiny sizes and 16 trials")
-    p.add_argument("--workloads", default=",".join(FULL))
-    p.add_argument("--trials", help="comma-separated budgets (default 64,256; quick 16)")
+    quick = "tiny sizes, 8 trials, MetaSchedule's random search: checks the whole script"
+    p.add_argument("--quick", action="store_true", help=quick)
     p.add_argument(
-        "--batch-size",
-        type=int,
-        default=TuneOptions.batch_size,
-        help="autosched candidates per round (TVM: 64)",
+        "--ops", "--workloads", dest="ops", default=",".join(OPS), help=f"subset of {','.join(OPS)}"
     )
-    p.add_argument("--mcpu", default="znver4")
+    p.add_argument("--trials", help="comma-separated budgets (default 64; quick 8)")
+    p.add_argument(
+        "--batch-size", type=int, help="autosched candidates per round (TVM: 64; default: the tuner's)"
+    )
+    p.add_argument("--mcpu", help="LLVM cpu for TVM's target (default: the one autosched compiles for)")
     p.add_argument(
         "--tvm-build-timeout", type=float, default=30.0,
         help="seconds MetaSchedule may spend building one candidate (its default, 30; on a slow day "
         "every dense build here ran past it and no trial finished)",
     )  # fmt: skip
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--number", type=int, default=10)
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=40, help="timed samples of each contender (>= 1 ms each)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--work-dir", help="keep logs and TVM databases here (default: a temporary directory)")
     args = p.parse_args(argv)
+    names = [w.strip() for w in args.ops.split(",") if w.strip()]
+    for name in names:
+        if name not in OPS:
+            p.error(f"unknown operator {name!r}; known: {', '.join(OPS)}")
     try:
         import tvm  # noqa: F401
     except ImportError:
         print(f"vs_tvm: apache-tvm is not installed, nothing to compare; install it with\n  {INSTALL}")
         return 0
-    if "TVM_NUM_THREADS" not in os.environ:
-        print(f"note: TVM_NUM_THREADS is not set; TVM may use one thread (set it to {args.cores})")
-    sizes = QUICK if args.quick else FULL
-    budgets = [int(x) for x in (args.trials or ("16" if args.quick else "64,256")).split(",")]
+    for var in ("TVM_NUM_THREADS", "OMP_NUM_THREADS"):  # both tools' thread pools, before either starts
+        if var not in os.environ:
+            print(f"note: {var} was not set; set to {args.cores}")
+            os.environ[var] = str(args.cores)
+    from autosched.hai.chip_facts import measured_info
+    from autosched.hai.registry import get_adapter
+    from autosched.tune import TuneOptions
+
+    args.batch_size = args.batch_size or TuneOptions.batch_size
+    chip = measured_info(get_adapter("llvm-cpu"))
+    args.mcpu = args.mcpu or chip.arch
+    bw = chip.bandwidth_gbs
+    facts = chip.extra.get("facts")
+    print(f"# {chip.name}, {args.cores} cores; memory bandwidth {bw:.1f} GB/s ({facts}); mcpu={args.mcpu}")
+    budgets = [int(x) for x in (args.trials or ("8" if args.quick else "64")).split(",")]
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="autosched_vs_tvm_"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name in [w.strip() for w in args.workloads.split(",") if w.strip()]:
-        if name not in sizes:
-            p.error(f"unknown workload {name!r}; known: {', '.join(sizes)}")
+    for name in names:
+        op = OPS[name]
+        shape = op.quick if args.quick else op.full
         for budget in budgets:
-            ours = run_autosched(name, sizes[name], budget, args, work)
-            theirs = run_tvm(name, sizes[name], budget, args, work)
-            ratio = ours["gflops"] / theirs["gflops"] if theirs["gflops"] else math.inf
-            speeds = [f"{ours['gflops']:.1f}", f"{theirs['gflops']:.1f}", f"{ratio:.2f}"]
-            rows.append([name, str(budget), *speeds, f"{ours['wall']:.0f}", f"{theirs['wall']:.0f}"])
-            print(f"# {' '.join(rows[-1])}", flush=True)
-    head = ["workload", "trials", "autosched GFLOP/s", "MetaSchedule GFLOP/s", "ratio", "ours s", "TVM s"]
-    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+            print(f"# {name} {shape}: tuning both at {budget} trials", flush=True)
+            rows.append(compare_op(op, shape, budget, args, work, bw))
+            print("# " + "  ".join(x for x in cells(rows[-1]) if x), flush=True)
+    head = ["operator", "trials", "autosched ms", "TVM ms", "autosched / TVM speed", "ratio", "ours %bw",
+            "TVM %bw", "ours tune s", "TVM tune s", "note"]  # fmt: skip
+    table = [cells(r) for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *table)]
     print()
-    for line in [head, *rows]:
-        print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
-    print("ratio = autosched / MetaSchedule best GFLOP/s at the same budget (> 1: autosched is faster)")
-    return 0
+    for line in [head, *table]:
+        print("  ".join(x.rjust(w) for x, w in zip(line[:-1], widths)), line[-1])
+    ratios = [r["ratio"] for r in rows if "ratio" in r]
+    if ratios:
+        gmean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        print(f"geometric mean ratio {gmean:.2f} over {len(ratios)}; ratio = MetaSchedule time / autosched "
+              f"time (> 1: autosched is faster); %bw = GB/s / the measured {bw:.1f} GB/s")  # fmt: skip
+    failed = [r for r in rows if "error" in r]
+    for r in failed:
+        print(f"error: {r['op']} at {r['trials']} trials: {r['error']}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
