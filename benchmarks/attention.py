@@ -133,7 +133,7 @@ def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, 
     if trials <= 0:
         return default_schedule(inst.tensors[-1:], cores=threads).trace, "default schedule"
     log = work / f"attention_{abs(hash(inst.key)) % 10**8}.jsonl"
-    Tuner([inst], "llvm-cpu", log, TuneOptions(trials=trials, baseline=False, num_threads=threads)).run()
+    Tuner([inst], "llvm-cpu", log, TuneOptions(trials=trials, num_threads=threads)).run()
     ok = [r for r in load_records(log, workload_key=inst.key).records if r.ok]
     if not ok:
         return default_schedule(inst.tensors[-1:], cores=threads).trace, "default schedule (no trial ran)"

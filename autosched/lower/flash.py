@@ -26,26 +26,14 @@ from collections.abc import Callable
 from ..errors import ScheduleError
 from ..search_space.schedule import Schedule
 from ..search_space.sketch_attention import LANES, FlashConfig, shape_of, value_lanes
-from ..te.expr import Binary, Expr, Var, binary, call, compare, const, select
+from ..te.expr import Binary, Expr, Var, binary, call, compare, select
 from ..te.tensor import ComputeOp, Reduce, Tensor, TensorRead
 from ..te.visit import rewrite, substitute
-from .ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Stmt, Store, seq
+from .flash_parts import _c, _f, _loop, pack_transposed
+from .ir import Allocate, Buffer, IfThenElse, Load, PrimFunc, Stmt, Store, seq
 from .schedule_ops import Lowerer
 
 NEG_INF = -math.inf
-
-
-def _loop(name: str, extent: int, kind: str, body: Callable[[Var], Stmt]) -> Stmt:
-    v = Var(name, "int32")
-    return For(v, extent, kind, body(v))
-
-
-def _c(v: int) -> Expr:
-    return const(v, "int32")
-
-
-def _f(v: float) -> Expr:
-    return const(v, "float32")
 
 
 class FlashLowerer(Lowerer):
@@ -123,24 +111,7 @@ class FlashLowerer(Lowerer):
         nqb = -(-S // bq)
         wd = value_lanes(D)
 
-        # K^T, packed once: keys contiguous, so a score tile's lanes are 16 keys.
-        def pack(f: Var) -> Stmt:
-            a0, a1 = binary("//", f, _c(n1)), binary("%", f, _c(n1))
-
-            def jo_body(jo: Var) -> Stmt:
-                def d_body(dd: Var) -> Stmt:
-                    def lane(jv: Var) -> Stmt:
-                        j = binary("+", binary("*", jo, _c(LANES)), jv)
-                        jc = binary("min", j, _c(L - 1)) if lp > L else j
-                        return Store(kt, (a0, a1, dd, j), Load(kbuf, (a0, a1, jc, dd), "float32"))
-
-                    return _loop("pk_jv", LANES, "vectorized", lane)
-
-                return _loop("pk_d", D, "serial", d_body)
-
-            return _loop("pk_jo", lp // LANES, "serial", jo_body)
-
-        pack_nest = _loop("pk_h", n0 * n1, "parallel", pack)
+        pack_nest = pack_transposed(kbuf, kt, L)  # keys contiguous: a score tile's lanes are 16 keys
 
         qp = Buffer(f"{p.out}.q", (bq, D), "float32", "local")
         acc = Buffer(f"{p.out}.acc", (bq, E), "float32", "local")
