@@ -53,3 +53,28 @@ def test_a_target_no_worker_owns_is_refused_naming_what_the_farm_offers(farm2):
     assert chip_resource("llvm-cpu:x86 64:1a=b") == "chip:llvm-cpu:x86_64:1a_b"
     with pytest.raises(FarmError, match=r"owns target 'opencl'.*offered: llvm-cpu, llvm-cpu -mcpu=haswell"):
         farm2.measurer("opencl")
+
+
+def test_real_kernels_are_built_checked_and_timed_on_the_workers(farm2, tmp_path):
+    log = tmp_path / "real.jsonl"
+    options = TuneOptions(trials=4, batch_size=4, baseline=False, strategy="random")
+    (task,) = Tuner([small_matmul()], "llvm-cpu", log, options, measurer=farm2.measurer("llvm-cpu")).run()
+    got = records(log)
+    assert task.trials == 4 and len(got) == 4
+    assert all(r.ok and r.check == "full" and min(r.costs) > 0 for r in got), [r.error_msg for r in got]
+
+
+@pytest.mark.slow
+def test_llvm_cpu_and_opencl_on_pocl_are_tuned_at_once_with_real_kernels(tmp_path):
+    from autosched.measure.farm import Farm
+
+    pytest.importorskip("pyopencl", reason="opencl needs pyopencl (and PoCL)")
+    log, targets = tmp_path / "cpu_ocl.jsonl", ["llvm-cpu", "opencl"]
+    options = TuneOptions(trials=8, batch_size=4, baseline=False, strategy="random")
+    with Farm.connect("local:2", targets, on_note=lambda text: None) as farm:
+        done = tune_on_farm(farm, [small_matmul()], targets, log, options)
+    for target, (tuner, (task,)) in done.items():
+        mine = [r for r in records(log) if r.target == target]
+        assert len(mine) == 8 and {r.fingerprint for r in mine} == {tuner.fingerprint}
+        assert task.best_trace is not None  # kernels ran and matched the reference
+        assert not {r.error for r in mine} & {"wrong_result", "crash"}
