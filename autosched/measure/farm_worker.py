@@ -7,9 +7,10 @@ with ``resources={chip_resource(fp): 1}`` runs only on a worker that has that ch
 
 A backend says how a candidate is built and timed on a worker: :class:`LocalBackend` (the local
 builder and runner, each in a child process of the worker, so a crashing kernel costs a result, not
-the worker) or :class:`FakeBackend` (the fake measurer's costs, for tests). Timings of one target on one
-host are also serialised by a file lock, so two workers on one machine never time the same device at
-once. Imported only by :mod:`.farm` and the worker command (Dask is an optional extra).
+the worker) or :class:`FakeBackend` (the fake measurer's costs, for tests). Timings on one host are also
+serialised by a file lock per device (all CPU targets share one), so two workers of one machine never
+time on the same device at once. Imported only by :mod:`.farm` and the worker command (Dask is an
+optional extra).
 """
 
 from __future__ import annotations
@@ -77,10 +78,20 @@ def report_chips(dask_worker: Any = None) -> dict[str, tuple[str, Any]]:
     return dict(getattr(dask_worker, _ATTR, {}) or {})
 
 
+def device_of(target: str) -> str:
+    """What a timing of ``target`` occupies on this host: every CPU-style target (``llvm-cpu`` and its
+    ``-mcpu`` variants) the same cores, other targets their kind's device."""
+    from ..hai.registry import style_of
+    from ..target import parse_target
+
+    t = parse_target(target)
+    return "cpu" if style_of(t) == "cpu" else t.kind
+
+
 @contextmanager
 def device_lock(target: str) -> Iterator[None]:
-    """Hold this host's lock on ``target`` (released by the kernel if the worker dies)."""
-    slug = re.sub(r"[^A-Za-z0-9._-]", "_", target)
+    """Hold this host's lock on the device ``target`` runs on (released by the kernel if the worker dies)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", device_of(target))
     path = Path(tempfile.gettempdir()) / f"autosched-device-{os.getuid()}-{slug}.lock"
     with open(path, "a") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
