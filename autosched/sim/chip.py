@@ -39,6 +39,7 @@ class CacheLevel:
     line_bytes: int
     bandwidth_gbs: float  # per core (for a shared level, what one core can draw from it)
     shared: bool = False  # one cache for all cores (its size is split among the active ones)
+    ways: int = 8  # associativity: lines a power-of-two stride can keep in the few sets it maps to
 
 
 @dataclass(frozen=True)
@@ -161,10 +162,10 @@ def _caches(raw: Any, where: str) -> tuple[CacheLevel, ...]:
         for key in ("level", "size_bytes", "line_bytes", "bandwidth_gbs"):
             if key not in c:
                 raise _fail(where, p + key, "missing")
-        unknown = set(c) - {"level", "size_bytes", "line_bytes", "bandwidth_gbs", "shared"}
+        unknown = set(c) - {"level", "size_bytes", "line_bytes", "bandwidth_gbs", "shared", "ways"}
         if unknown:
             raise _fail(where, p + sorted(unknown)[0], "unknown field (level, size_bytes, line_bytes, "
-                        "bandwidth_gbs, shared)")  # fmt: skip
+                        "bandwidth_gbs, shared, ways)")  # fmt: skip
         level = _int(c, "level", where, 1, 8, p)
         if level != i + 1:
             raise _fail(where, p + "level", f"levels must be listed 1, 2, ... in order; got {level} at {i}")
@@ -176,7 +177,10 @@ def _caches(raw: Any, where: str) -> tuple[CacheLevel, ...]:
             raise _fail(where, p + "shared", f"expected true or false, got {shared!r:.20}")
         if out and size <= out[-1].size_bytes:
             raise _fail(where, p + "size_bytes", f"{size} is not larger than level {level - 1}'s")
-        out.append(CacheLevel(level, size, line, bw, shared))
+        ways = _int(c, "ways", where, 1, 1 << 16, p) if "ways" in c else 8
+        if size % (line * ways):
+            raise _fail(where, p + "size_bytes", f"{size} is not a whole number of sets of {ways} x {line} B")
+        out.append(CacheLevel(level, size, line, bw, shared, ways))
     return tuple(out)
 
 

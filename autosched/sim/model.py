@@ -29,7 +29,8 @@ from ..lower.ir import Allocate, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Sto
 from ..te.expr import Binary, Call, Cast, Compare, Expr, Logical, Not, Select, Var, children
 from .chip import ChipSpec
 from .guards import guard_share
-from .reuse import DTYPE_BYTES, Access, accesses, footprint_lines
+from .reuse import DTYPE_BYTES, Access, accesses
+from .traffic import cache_traffic
 
 MATH_OPS = {"exp": 14, "log": 16, "tanh": 20, "sigmoid": 18, "erf": 24, "sqrt": 6, "rsqrt": 8, "pow": 32,
             "abs": 1, "floor": 1, "ceil": 1}  # fmt: skip
@@ -49,6 +50,7 @@ class Calibration:
     call_us: float = 0.3  # entering the kernel
     unroll_threshold: float = 200.0  # instructions of a loop body LLVM still unrolls fully
     spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
+    set_conflicts: bool = True  # model power-of-two strides crowding a few cache sets
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
     alloc_us: float = 0.2  # one heap allocation and free
 
@@ -158,12 +160,14 @@ class _Model:
         vec = self.vector_loop(loops)
         loads: list[Load] = []
         vec_var = vec.var if vec is not None else None
-        fp_ops, fp_scalar, int_ops = self.scan(s.value, loads, vec_var)
+        guess = next((lp.var for lp in reversed(loops) if lp.kind != "unrolled" and lp is not vec), None)
+        fp_ops, fp_scalar, int_ops = self.scan(s.value, loads, vec_var, guess)
         acc_list = accesses(s, loads, self.memo)
         store_acc = acc_list[0]
         is_acc = any(ld.buffer is s.buffer for ld in loads)
         notes: list[str] = []
-        body = math.ceil(vec.extent / lanes) * (fp_ops + len(loads) + 1) if vec else fp_ops + len(loads) + 1
+        per_lane = fp_ops + len(loads) + 1
+        body = (math.ceil(vec.extent / lanes) * per_lane if vec else per_lane) + fp_scalar + int_ops
         flat = self.fully_unrolled(loops, body, vec)
         real = [lp for lp in loops if lp.kind != "unrolled" and lp is not vec and lp.extent > 1
                 and id(lp) not in flat]  # fmt: skip
@@ -208,10 +212,13 @@ class _Model:
             if acc.buffer is s.buffer:
                 n_loads += stores
                 continue
-            reps = self.executions(acc, loops, vloop, flat)
-            if auto_vec and vloop is not None:
-                reps *= vloop.extent / lanes
             per, shuf = self.vector_access(acc, vloop, mem_pieces, lanes)
+            if vloop is not None and shuf >= vloop.extent:  # gathered lane by lane: every body, not hoisted
+                reps = n_exec / vloop.extent
+            else:
+                reps = self.executions(acc, loops, vloop, flat)
+                if auto_vec and vloop is not None:
+                    reps *= vloop.extent / lanes
             n_loads += reps * per
             shuffles += reps * shuf
         if vec is not None:
@@ -239,7 +246,9 @@ class _Model:
         clock = chip.clock_ghz * 1e9
         bounds = {"compute": cycles / clock * per_core, "chain": chain * n_exec / clock * per_core}
         reloads: dict[str, str] = {}
-        bounds.update(self.memory(acc_list, loops, n_exec, par, per_core, reloads))
+        moved = cache_traffic(self.chip, acc_list, loops, n_exec, par, per_core, self.total_bytes, reloads,
+                              fill=cal.cache_fill, conflicts=cal.set_conflicts)  # fmt: skip
+        bounds.update(moved)
         big = max(bounds.values())
         seconds = big + cal.overlap * (sum(bounds.values()) - big)
         labels = tuple(map(_loop_label, loops))
@@ -299,7 +308,7 @@ class _Model:
         for idx in acc.indices:
             f = affine_index(acc.buffer, idx, vec.var)
             if f is None or f.coeff > 4 or f.coeff < 0:
-                cost = (float(vec.extent), float(vec.extent))  # gathered lane by lane
+                cost = (float(vec.extent), 3.0 * vec.extent)  # lane by lane: index, address, insert
             elif f.coeff == 0:
                 cost = (1.0, 1.0)  # one element broadcast
             else:
@@ -346,44 +355,6 @@ class _Model:
             return 1, 1.0
         used = min(par.extent, self.chip.cores)
         return used, math.ceil(par.extent / self.chip.cores) / par.extent
-
-    def memory(self, acc_list: list[Access], loops: list[For], n_exec: float, cores: int,
-               per_core: float, reloads: dict[str, str]) -> dict[str, float]:  # fmt: skip
-        """Seconds of the lines each level misses, at the next level's bandwidth; ``reloads`` gets, per
-        level that serves them, the loop whose every iteration brings the tile in again."""
-        chip, caches = self.chip, self.chip.caches
-        iters = [1.0]
-        for lp in reversed(loops):
-            iters.append(iters[-1] * lp.extent)
-        out: dict[str, float] = {}
-        for c, cache in enumerate(caches):
-            line = cache.line_bytes
-            lines = [footprint_lines(a, loops, line) for a in acc_list]
-            cap = cache.size_bytes / (cores if cache.shared else 1) * self.calib.cache_fill
-            total = [sum(ls[k] for ls in lines) * line for k in range(len(loops) + 1)]
-            kc = max((k for k in range(len(loops) + 1) if total[k] <= cap), default=0)
-            # One iteration of loop kc+1 fits: what it touches every iteration stays (LRU keeps it), so
-            # each instance of that loop brings in its unique lines once.
-            k_in = min(kc + 1, len(loops))
-            traffic = sum(ls[k_in] * line * (2 if a.write else 1) for ls, a in zip(lines, acc_list))
-            traffic *= n_exec / iters[k_in]
-            last = c == len(caches) - 1
-            if kc == len(loops) and self.total_bytes <= cap:
-                traffic = 0.0  # timed warm: the whole program stays in this level from the last run
-            served_by = "DRAM" if last else f"L{caches[c + 1].level}"
-            if kc < len(loops) and traffic > 0:
-                reloads[served_by] = loops[len(loops) - k_in].var.name
-            if last:
-                single = chip.single_core_memory_bandwidth_gbs or chip.memory_bandwidth_gbs
-                bw = min(chip.memory_bandwidth_gbs, single * cores)
-                out["DRAM"] = traffic / (bw * 1e9)
-            else:
-                nxt = caches[c + 1]
-                if nxt.shared:  # one cache for all: its bandwidth adds up over the cores that draw on it
-                    out[f"L{nxt.level}"] = traffic / (nxt.bandwidth_gbs * cores * 1e9)
-                else:  # private: the busiest core's share at one core's bandwidth
-                    out[f"L{nxt.level}"] = traffic * per_core / (nxt.bandwidth_gbs * 1e9)
-        return out
 
     # Expressions --------------------------------------------------------------------------------
     def scan(

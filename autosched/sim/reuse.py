@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..lower.ir import Buffer, For, Load, Store
 from ..te.expr import Binary, Cast, Const, Expr, Var
 
@@ -114,3 +116,34 @@ def footprint_lines(acc: Access, loops: list[For], line_bytes: int) -> list[floa
         lines_per_row = 1.0 + (last - 1.0) / elems_per_line
         out.append(rows * min(lines_per_row, math.ceil(caps[-1] / elems_per_line)))
     return out
+
+
+def set_pressure(acc: Access, loops: list[For], k: int, line_bytes: int, sets: int) -> float:
+    """The most lines of ``acc`` that the ``k`` innermost loops map onto one cache set (sets indexed by
+    line address modulo ``sets``): a power-of-two row stride crowds a few sets while the others stay
+    empty. 0 when the tile has too many rows to count (then capacity alone decides)."""
+    shape = acc.buffer.shape or (1,)
+    dims = len(acc.coefs)
+    if dims == 0 or dims != len(shape):
+        return 0.0
+    spans = [1.0] * dims
+    for lp in loops[len(loops) - k :] if k else []:
+        for d, cd in enumerate(acc.coefs):
+            c = cd.get(id(lp.var))
+            if c:
+                spans[d] += abs(c) * (lp.extent - 1)
+    extents = [int(min(spans[d], shape[d])) for d in range(dims)]
+    n_rows = math.prod(extents[:-1])
+    if n_rows > 1 << 16:
+        return 0.0
+    eb = acc.elem_bytes
+    row = [1] * dims
+    for d in range(dims - 2, -1, -1):
+        row[d] = row[d + 1] * shape[d + 1]
+    starts = np.zeros(1, dtype=np.int64)
+    for d in range(dims - 1):
+        starts = (starts[:, None] + np.arange(extents[d], dtype=np.int64)[None, :] * row[d] * eb).ravel()
+    per_row = max(1, math.ceil(extents[-1] * eb / line_bytes))
+    first = starts // line_bytes
+    lines = (first[:, None] + np.arange(per_row, dtype=np.int64)[None, :]).ravel()
+    return float(np.bincount(lines % sets, minlength=1).max())
