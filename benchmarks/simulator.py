@@ -116,9 +116,8 @@ def _measurer(target: str, args: argparse.Namespace) -> LocalMeasurer:
 
 def correlation(name: str, tensors: list, target: str, chip_file: str, args: argparse.Namespace) -> dict:
     """Sample distinct candidates, measure them on ``target``, model them on ``chip_file``."""
-    chip = load_chip(chip_file)
-    lanes = 16 if "haswell" not in target else 8
-    policy = SketchPolicy([tensors[-1]], cores=chip.cores, lanes=chip.lanes or lanes)
+    chip = load_chip(chip_file)  # the sketch sizes tiles for the chip's cores and lanes, as tune does
+    policy = SketchPolicy([tensors[-1]], cores=chip.cores, lanes=chip.lanes)
     rng = random.Random(args.seed)
     traces, seen = [], set()
     for _ in range(50 * args.candidates):

@@ -48,7 +48,7 @@ class Calibration:
     cache_fill: float = 0.9  # share of a cache a tile may fill before it misses (associativity, others)
     loop_uops: int = 2  # increment and compare-branch per iteration of a real loop
     call_us: float = 0.3  # entering the kernel
-    unroll_threshold: float = 200.0  # instructions of a loop body LLVM still unrolls fully
+    unroll_threshold: float = 100.0  # instructions of a loop body LLVM still unrolls fully
     spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
     set_conflicts: bool = True  # model power-of-two strides crowding a few cache sets
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
