@@ -37,6 +37,8 @@ def test_four_chips_ship_with_their_sources():
         (lambda d: d["caches"][1].update(level=3), "caches[1].level", "in order"),
         (lambda d: d["caches"][1].pop("line_bytes"), "caches[1].line_bytes", "missing"),
         (lambda d: d["caches"][1].update(size_bytes=1024), "caches[1].size_bytes", "not larger"),
+        (lambda d: d["caches"][0].update(ways=7), "caches[0].size_bytes", "whole number of sets"),
+        (lambda d: d["caches"][0].update(ways=0), "caches[0].ways", "expected 1.."),
         (lambda d: d.update(kind="gpu"), "gpu", '"gpu" object'),
         (lambda d: d.update(source=""), "source", "non-empty"),
         (lambda d: d.update(version=7), "version", "reads version 1"),
