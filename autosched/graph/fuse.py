@@ -95,7 +95,7 @@ def fuse(ops: Sequence[Operation], outputs: Sequence[Tensor]) -> list[FusedGroup
     roots = {t.op for t in outputs}
     ipdom = post_dominators(ops, readers, roots)
     pattern = {op: classify(op) for op in ops}
-    group = {op: _Group(pattern[op]) for op in ops if isinstance(op, ComputeOp)}
+    group: dict[Operation, _Group] = {op: _Group(pattern[op]) for op in ops if isinstance(op, ComputeOp)}
 
     def path_fits(
         src: Operation, sink: Operation, fits: Callable[[OpPattern, bool], bool], phase: int

@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -77,7 +78,7 @@ def write_report(
 
 
 def _overview(data: ReportData, notes: list[str]) -> str:
-    rows = [
+    rows: list[list[Cell | str]] = [
         [
             log.path,
             Cell(str(len(log.records)), len(log.records)),
@@ -129,7 +130,7 @@ def _stats_section(tasks: Sequence[TaskStats]) -> str:
                 Cell(failures, sum(t.failures.values())),
             ]
         )
-    totals = defaultdict(float)
+    totals: defaultdict[str, float] = defaultdict(float)
     for t in tasks:
         totals[t.fingerprint] += t.weighted_latency_s or 0.0
     total = "".join(f"<li>{esc(fp)}: {esc(format_seconds(s))}</li>" for fp, s in totals.items() if s > 0)
@@ -157,7 +158,7 @@ def _curves_section(data: ReportData, figure_notes: list[str]) -> str:
             flat.append(title)  # one success per line: no history to draw (e.g. a --keep best log)
             continue
         figs = [
-            _svg(lambda c=curves, x=x: tuning_curve_figure(c, x=x), figure_notes)
+            _svg(functools.partial(tuning_curve_figure, curves, x=x), figure_notes)
             for x in ("trials", "seconds")
         ]
         parts.append(f'<h3>{esc(title)}</h3><div class="figures tuning-curve">{"".join(figs)}</div>')
@@ -193,7 +194,7 @@ def _roofline_section(
             points.append(RooflinePoint(_short(t), t.flops / compulsory_bytes(inst.tensors), t.best_gflops))
         facts = roof.describe()
         title = f"{chip.get('name', fp)} [{fp}]"
-        fig = _svg(lambda p=points, r=roof: roofline_figure(p, r), figure_notes)
+        fig = _svg(functools.partial(roofline_figure, points, roof), figure_notes)
         parts.append(
             f'<h3>{esc(title)}</h3><p class="muted">{esc(facts)} (chip facts as recorded in the log)</p>'
         )
@@ -227,13 +228,13 @@ def _cross_chip_section(tasks: Sequence[TaskStats]) -> str:
         fastest = min(t.latency_s or float("inf") for t in ts)
         row = [Cell(ts[0].label)]
         for fp in chips:
-            t = best.get(fp)
-            if t is None or t.latency_s is None:
+            hit = best.get(fp)
+            if hit is None or hit.latency_s is None:
                 row.append(Cell("-", float("inf")))
             else:
-                ratio = t.latency_s / fastest
-                text = f"{t.best_gflops:.1f} GFLOP/s, {format_seconds(t.latency_s)} ({ratio:.2f}x)"
-                row.append(Cell(text, t.latency_s))
+                ratio = hit.latency_s / fastest
+                text = f"{hit.best_gflops:.1f} GFLOP/s, {format_seconds(hit.latency_s)} ({ratio:.2f}x)"
+                row.append(Cell(text, hit.latency_s))
         rows.append(row)
     explain = "<p>Best of each chip; in brackets, latency relative to the fastest chip.</p>"
     return section(
