@@ -200,7 +200,8 @@ class _Model:
         spilled = False
         if promoted > 1 and real:
             inside = loops[loops.index(real[-1]) + 1 :]
-            elems = math.prod(lp.extent for lp in inside) * (1 if vloop is None or vloop in inside else vlen)
+            moving = [lp for lp in inside if store_acc.depends_on(id(lp.var))]  # distinct accumulators
+            elems = math.prod(lp.extent for lp in moving) * (1 if vloop is None or vloop in inside else vlen)
             in_flight = elems / (vlen / regs_per_group)
             if in_flight > chip.vector_registers - cal.reserved_registers:  # spilled: loaded and stored again
                 promoted, spilled = 1.0, True
