@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..codegen.llvm_vector import affine_index, why_not_vectorizable
+from ..codegen.llvm_vector import affine_index, depends_on, why_not_vectorizable
 from ..lower.ir import Allocate, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from ..te.expr import Binary, Call, Cast, Compare, Expr, Logical, Not, Select, Var, children
 from .chip import ChipSpec
@@ -95,6 +95,22 @@ def predict(func: PrimFunc, chip: ChipSpec, calib: Calibration | None = None) ->
     fixed = fixed_us * 1e-6
     total = fixed + sum(s.seconds for s in m.stores)
     return Prediction(chip, func.name, m.stores, fixed, total)
+
+
+def _guarded_load(e: Expr, var: Var) -> bool:
+    """Whether ``e`` has a select on a condition that varies over ``var`` with a load in a branch."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Select) and depends_on(n.cond, var):
+            branch = [n.t, n.f]
+            while branch:
+                b = branch.pop()
+                if isinstance(b, Load):
+                    return True
+                branch.extend(children(b))
+        stack.extend(children(n))
+    return False
 
 
 def _loop_label(lp: For) -> str:
@@ -290,10 +306,13 @@ class _Model:
     def auto_vectorized(self, s: Store, loads: list[Load], real: list[For], store_acc: Access) -> bool:
         """LLVM's loop vectorizer takes the innermost real loop when it writes unit-stride elements, reads
         unit-stride, invariant or interleaved ones, and is not a float reduction over that loop (it may
-        not reorder those without fast-math)."""
+        not reorder those without fast-math), and loads nothing under a condition that varies over it
+        (a guarded padding read: codegen's own vectorizer refuses those too, and so does LLVM's)."""
         if not real or real[-1].extent < self.chip.lanes:
             return False
         var = real[-1].var
+        if _guarded_load(s.value, var):
+            return False
         st = affine_index(s.buffer, s.indices, var)
         if st is None or st.coeff != 1 or not store_acc.depends_on(id(var)):
             return False
