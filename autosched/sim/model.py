@@ -50,6 +50,7 @@ class Calibration:
     call_us: float = 0.3  # entering the kernel
     unroll_threshold: float = 100.0  # instructions of a loop body LLVM still unrolls fully
     spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
+    guarded_lane_divisor: int = 4  # LLVM's vectorizer on a guarded (masked) load: lanes / this
     set_conflicts: bool = True  # model power-of-two strides crowding a few cache sets
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
     alloc_us: float = 0.2  # one heap allocation and free
@@ -201,6 +202,8 @@ class _Model:
                 notes.append(f"vector {vec.var.name} of {vec.extent} fills {fill:.0%} of its registers")
         elif auto_vec:
             vlen, regs_per_group, mem_pieces = lanes, 1, 1
+            if _guarded_load(s.value, real[-1].var):  # masked loads and blends: a fraction of the lanes
+                vlen = max(1, lanes // cal.guarded_lane_divisor)
         else:
             vlen, regs_per_group, mem_pieces = 1, 1, 1
         groups = n_exec / vlen  # executions of the (vector) body
@@ -307,12 +310,10 @@ class _Model:
         """LLVM's loop vectorizer takes the innermost real loop when it writes unit-stride elements, reads
         unit-stride, invariant or interleaved ones, and is not a float reduction over that loop (it may
         not reorder those without fast-math), and loads nothing under a condition that varies over it
-        (a guarded padding read: codegen's own vectorizer refuses those too, and so does LLVM's)."""
+        (a guarded padding read, which it does with masked loads at a fraction of the lanes)."""
         if not real or real[-1].extent < self.chip.lanes:
             return False
         var = real[-1].var
-        if _guarded_load(s.value, var):
-            return False
         st = affine_index(s.buffer, s.indices, var)
         if st is None or st.coeff != 1 or not store_acc.depends_on(id(var)):
             return False
