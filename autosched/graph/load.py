@@ -172,8 +172,8 @@ def validate_plan(plan: dict[str, Any], where: str) -> None:
         if not args:
             field.fail(f"{at}.args", "a non-empty list", args)
         for j, vid in enumerate(args):  # the last one is the value the step writes
-            kinds = _KINDS if j < len(args) - 1 else ("intermediate", "output")
-            value_id(vid, f"{at}.args[{j}]", kinds)
+            writes: tuple[str, ...] = ("intermediate", "output")
+            value_id(vid, f"{at}.args[{j}]", _KINDS if j < len(args) - 1 else writes)
 
 
 def _count(field: _Fields, obj: dict[str, Any], key: str, at: str, most: int) -> int:

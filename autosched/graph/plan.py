@@ -54,7 +54,7 @@ def build_plan(tg: TaskGraph) -> dict[str, Any]:
     for n, op in enumerate(weight_ops):
         value(op, "weight", weight=n)
     output_ops = {o.tensor.op for o in graph.outputs}
-    steps = []
+    steps: list[dict[str, Any]] = []
     for call in tg.calls:
         args = [ids[src] for src in call.inputs]  # producers run first: their values exist
         kind = "output" if call.output in output_ops else "intermediate"

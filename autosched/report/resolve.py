@@ -100,7 +100,7 @@ class ChipRoof:
 
 def chip_roof(chip: dict[str, Any]) -> ChipRoof:
     """The :class:`ChipRoof` of a record's or manifest's chip facts (``ChipInfo.to_json()``)."""
-    extra = chip.get("extra") if isinstance(chip.get("extra"), dict) else {}
+    extra: dict[str, Any] = chip["extra"] if isinstance(chip.get("extra"), dict) else {}
 
     def number(value: Any) -> float:
         return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0

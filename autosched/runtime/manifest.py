@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import AutoschedError
 
@@ -165,7 +165,7 @@ class _Fields:
     def __init__(self, where: str):
         self.where = where
 
-    def fail(self, name: str, expected: str, got: Any) -> None:
+    def fail(self, name: str, expected: str, got: Any) -> NoReturn:
         shown = repr(got)
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
         raise LoadError(

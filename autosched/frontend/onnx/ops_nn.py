@@ -84,7 +84,8 @@ def conv_transpose(node: Node) -> Any:
         target = (
             list(out_shape)[-n:] if out_shape else [size * s for size, s in zip(x[2:], strides, strict=True)]
         )
-        before, after = [], []
+        before: list[int] = []
+        after: list[int] = []
         for size, k, s, d, o, t in zip(x[2:], kernel, strides, dils, opad, target, strict=True):
             total = s * (size - 1) + o + (k - 1) * d + 1 - t
             if total < 0:  # the requested output is larger: the extra rows are output padding
