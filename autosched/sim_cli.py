@@ -63,7 +63,8 @@ def _logged_trace(log: str, inst: Any, adapter: Any, trace: Any, how: str) -> tu
         return mine[0].trace, f"the best record in {log} for this chip ({ms:.4f} ms modeled)"
     if others:
         r = others[0]
-        return r.trace, f"the best record in {log} (measured on {r.fingerprint}: {r.mean_cost * 1e3:.4f} ms)"
+        how = "modeled for" if (r.chip.get("extra") or {}).get("simulated") else "measured on"
+        return r.trace, f"the best record in {log} ({how} {r.fingerprint}: {r.mean_cost * 1e3:.4f} ms)"
     print(f"note: {log} has no record of {inst.name}; explaining {how}", file=sys.stderr)
     return trace, how
 
