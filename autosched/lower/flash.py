@@ -5,12 +5,17 @@ For each (batch, head, block of ``bq`` queries), in parallel::
     Qp = the block's queries (zero rows past the end)
     m = -inf, l = 0, acc = 0                                 per query row
     for each key block (skipped when wholly above the causal diagonal):
-        Sc = X(Qp @ Kt[:, block])      register tiles rows x 16*cols, K packed transposed up front
-        per row: mnew = max(m, max Sc); p = exp(Sc - mnew); alpha = exp(m - mnew)
-                 l = l * alpha + sum p;  acc *= alpha;  m = mnew
-        acc += Sc @ V[block]           register tiles pv_rows x pv_cols vectors over the value dim
+        for each 16*cols keys, for each rows queries:  (the K^T tile stays in L1 over the rows)
+            Sc = X(Qp @ Kt)            a rows x 16*cols register tile, K packed transposed up front;
+                                       the rows' running maxima taken from it in 16 lanes
+        for each pv_rows queries:
+            per row: mnew = max(m, block max); p = exp(Sc - mnew); alpha = exp(m - mnew)
+                     l = l * alpha + sum p;  acc *= alpha;  m = mnew
+            acc += P @ V[block]        a pv_rows x pv_cols-vector register tile over the value dim
     out = acc / l
 
+Causal: score tiles above the diagonal are filled with -inf without products, and P @ V stops at a
+row tile's last visible key.
 ``X`` is the scores stage's own expression (scale, causal select, additive mask) evaluated per score,
 so the result is the te program's up to rounding. The key tail (L not a multiple of ``bk``) is a
 separate, shorter copy of the block body whose padded keys score -inf; query rows past S compute on
