@@ -222,3 +222,31 @@ def test_reference_of_gqa_and_mask_matches_numpy():
     arrays = inputs_for(args)
     (ref,) = evaluate(args[-1:], dict(zip(args[:-1], arrays)))
     np.testing.assert_allclose(ref, _numpy_attention(*arrays[:3], True, arrays[3]), rtol=1e-5, atol=1e-6)
+
+
+def test_attention_inside_a_larger_program():
+    """Computed q and k (a scaled copy, the K stage kept a plain root stage) and a consumer of the output:
+    the flash nest is lowered between the usual stages."""
+    q = te.placeholder((1, 2, 40, 16), "float32", name="q")
+    k = te.placeholder((1, 1, 53, 16), "float32", name="k")
+    v = te.placeholder((1, 1, 53, 16), "float32", name="v")
+    q2 = te.compute(q.shape, lambda *i: q[i] * 0.5, name="q_half")
+    k2 = te.compute(k.shape, lambda *i: k[i] + 1.0, name="k_shift")
+    att = topi.scaled_dot_product_attention(q2, k2, v, causal=True)
+    out = te.compute(att.shape, lambda *i: te.max(att[i], te.const(0.0, "float32")), name="relu")
+    args = [q, k, v, out]
+    s = default_schedule([out])
+    assert any(st.primitive == "flash_attention" for st in s.trace)
+    check(s, args)
+    policy = SketchPolicy([out])
+    rng = random.Random(1)
+    for i in range(3):
+        check(policy.sample(rng)[0], args, seed=i)
+
+
+def test_flash_steps_do_not_lower_for_gpu_targets():
+    args = make(S=17, L=17, D=16)
+    s = create_schedule(args[-1:])
+    flash_attention(s, "attention", 16, 64, 4, 1, 4, 1)
+    with pytest.raises(ScheduleError, match="CPU-style targets only"):
+        lower(s, args, "att", target="opencl")
