@@ -2,7 +2,8 @@
 
 ``tune_on_farm`` tunes the same workloads for every target asked for (``--target llvm-cpu,opencl``, or
 ``all``: every target the farm's workers own) in one run: one Tuner per target, each with its own cost
-model, all appending to one log, each measuring on its own chip's workers at the same time as the others.
+model, all appending to one log, each measuring on its own chip's workers at the same time as the others,
+and each learning from the others' batches as they come (transfer, as with ``--transfer-from``).
 ``autosched worker`` starts a Dask worker (under a nanny, which restarts it if it dies) that owns the
 given targets: its resources name their chips, and its plugin reports their facts to the tuner.
 """
@@ -25,18 +26,43 @@ if TYPE_CHECKING:  # the tuner is imported when a run starts: `autosched --help`
     from .tune import TaskState, TuneOptions, Tuner
 
 _LOG_LOCK = threading.Lock()  # the targets' tuners share one log: one batch written at a time
+SHARE_TOP = 2  # of each batch another chip measured, the best schedules measured here too (transfer)
 
 
-def _shared_log_tuner(*args: Any, **kwargs: Any) -> Tuner:
-    """A Tuner whose batches are appended under a lock, for tuners of several targets in threads."""
+def _farm_tuner(*args: Any, **kwargs: Any) -> Tuner:
+    """A Tuner for one target of several tuned at once in threads: its batches go to the shared log
+    under a lock, and to its peers (the other targets' tuners), whose searches learn from them as from
+    ``--transfer-from`` logs (model training, the best schedules measured anew), in their own thread."""
+    from .records.record import make_record
     from .tune import Tuner
 
-    class SharedLogTuner(Tuner):
+    class FarmTuner(Tuner):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            self.peers: list[FarmTuner] = []
+            self._inbox: list[Any] = []
+            self._inbox_lock = threading.Lock()
+
         def _record(self, task: TaskState, candidates: Any, results: Any) -> None:
             with _LOG_LOCK:
                 super()._record(task, candidates, results)
+            recs = [make_record(task.inst, self.target, self.chip, c.trace, r.costs, r.error, r.error_msg,
+                                decisions=c.decisions) for c, r in zip(candidates, results)]  # fmt: skip
+            for peer in self.peers:
+                with peer._inbox_lock:
+                    peer._inbox.extend(recs)
 
-    return SharedLogTuner(*args, **kwargs)
+        def _step(self, task: TaskState, limit: int) -> bool:
+            with self._inbox_lock:
+                mine = [r for r in self._inbox if r.workload_key == task.inst.key]
+                self._inbox = [r for r in self._inbox if r.workload_key != task.inst.key]
+            seed_foreign = getattr(task.strategy, "seed_foreign", None)
+            if mine and seed_foreign is not None:
+                seed_foreign(mine, SHARE_TOP)
+                task.foreign += len(mine)
+            return bool(super()._step(task, limit))
+
+    return FarmTuner(*args, **kwargs)
 
 
 def requested_targets(text: str) -> list[str] | None:
@@ -82,9 +108,9 @@ def tune_on_farm(
     tuners = []
     for target in targets:
         measurer = farm.measurer(target, backend)
-        tuners.append(
-            _shared_log_tuner(instances, target, log, options, measurer=measurer, reporter=reporter)
-        )
+        tuners.append(_farm_tuner(instances, target, log, options, measurer=measurer, reporter=reporter))
+    for tuner in tuners:
+        tuner.peers = [t for t in tuners if t is not tuner]  # type: ignore[attr-defined]
     for tuner in tuners:
         if on_tuner is not None:
             on_tuner(tuner)

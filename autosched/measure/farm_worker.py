@@ -36,8 +36,10 @@ from .task import MeasureTask
 _ATTR = "_autosched_chips"  # where the plugin leaves {target: (fingerprint, ChipInfo)} on the worker
 # Dask caps OMP_NUM_THREADS (and BLAS threads) at 1 in the workers it spawns; a farm worker times kernels
 # on all its cores, as the local runner does, so its nanny spawns workers without those caps.
+# A worker fetching a candidate's data from a peer that just died retries its connection this long.
 WORKER_CONFIG = {"distributed.worker.daemon": False,  # workers start children (builder, runner)
-                 "distributed.nanny.pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": 65536}}  # fmt: skip
+                 "distributed.nanny.pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": 65536},
+                 "distributed.comm.timeouts.connect": "5s"}  # fmt: skip
 _STATE: dict[Any, Any] = {}  # this worker process's builder, runner and device measurers, made on first use
 
 

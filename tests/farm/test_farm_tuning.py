@@ -34,19 +34,22 @@ def test_farm_tuning_equals_local_tuning_with_the_same_seed(farm2, tmp_path):
     assert farm.fingerprint == local.fingerprint  # same machine: the workers report the same chip
 
 
-def test_two_targets_are_tuned_at_once_into_one_log_with_per_target_records(farm2, tmp_path):
+def test_two_targets_are_tuned_at_once_into_one_log_with_per_target_records_sharing_transfer(farm2, tmp_path):
     log = tmp_path / "two.jsonl"
     targets = ["llvm-cpu", "llvm-cpu -mcpu=haswell"]
-    options = TuneOptions(trials=16, batch_size=8, baseline=False)
-    done = tune_on_farm(farm2, [small_matmul()], targets, log, options, backend=FakeBackend(cost))
+    options = TuneOptions(trials=24, batch_size=8, baseline=False)  # 3 batches: the peers' first ones arrive
+    done = tune_on_farm(
+        farm2, [small_matmul()], targets, log, options, backend=FakeBackend(cost, delay_s=0.02)
+    )
     assert sorted(done) == sorted(targets)
     (t1, _), (t2, _) = done[targets[0]], done[targets[1]]
     assert t1.fingerprint != t2.fingerprint and t1.model is not t2.model  # two chips, a model each
     by_target = {t: [r for r in records(log) if r.target == t] for t in targets}
     for target, (tuner, (task,)) in done.items():
-        assert task.trials == 16
-        assert len(by_target[target]) == 16
+        assert task.trials == 24
+        assert len(by_target[target]) == 24
         assert {r.fingerprint for r in by_target[target]} == {tuner.fingerprint}
+        assert task.foreign > 0  # it learnt from the other chip's batches as they came
 
 
 def test_a_target_no_worker_owns_is_refused_naming_what_the_farm_offers(farm2):
