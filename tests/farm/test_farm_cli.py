@@ -83,3 +83,14 @@ def test_the_cli_farm_survives_its_scheduler_and_resume_finishes_the_run(tmp_pat
     finally:
         for proc in (worker, scheduler):
             _stop(proc)
+
+
+def test_without_cluster_dask_is_not_imported():
+    code = (
+        "import sys; from autosched.cli import build_parser; import autosched.tune, autosched.farm_cli; "
+        "ns = build_parser().parse_args(['tune', 'op.py']); assert ns.cluster is None; "
+        "assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')], 'dask imported'"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert run.returncode == 0, run.stderr
