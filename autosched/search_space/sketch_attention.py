@@ -31,7 +31,7 @@ FLASH_ARGS = ("block_q", "block_k", "rows", "cols", "pv_rows", "pv_cols")
 MAX_TILE_VECTORS = 24  # of AVX-512's 32 registers: the rest hold operands
 BLOCK_Q = (8, 16, 24, 32, 48, 64, 96, 128)
 BLOCK_K = (32, 64, 128, 192, 256, 384, 512)
-ROWS = (1, 2, 3, 4, 6, 8)
+ROWS = (2, 3, 4, 6, 8)  # sampled register rows; a step may also say 1 (fewer than 2 rows reuse nothing)
 LANES = 16  # the score tile's lanes run over keys (K is packed transposed)
 
 
@@ -110,7 +110,7 @@ def options(sch: Schedule, pattern: AttentionPattern) -> dict[str, list[int]]:
         "block_q": [q for q in BLOCK_Q if q <= padded_s] or [BLOCK_Q[0]],
         "block_k": [k for k in BLOCK_K if k <= max(32, 2 * L)] or [BLOCK_K[0]],
         "rows": list(ROWS),
-        "cols": [1, 2, 4],
+        "cols": [2, 4],  # 32 or 64 keys a score tile: one vector of keys reloads K^T for every row pair
         "pv_rows": list(ROWS),
         "pv_cols": [c for c in (1, 2, 4, 8) if vectors % c == 0],
     }
