@@ -50,7 +50,8 @@ class Calibration:
     call_us: float = 0.3  # entering the kernel
     unroll_threshold: float = 100.0  # instructions of a loop body LLVM still unrolls fully
     spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
-    guarded_lane_divisor: int = 4  # LLVM's vectorizer on a guarded (masked) load: lanes / this
+    guarded_lane_divisor: int = 2  # LLVM's vectorizer on a guarded (masked) load: lanes / this
+    odd_vector_factor: float = 4.0  # a vector wider than a register but not a power of two
     set_conflicts: bool = True  # model power-of-two strides crowding a few cache sets
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
     alloc_us: float = 0.2  # one heap allocation and free
@@ -251,6 +252,9 @@ class _Model:
         if vec is None and not auto_vec:  # scalar code: every float op is one FMA-port slot
             fp_ops, fp_scalar = fp_ops + fp_scalar, 0.0
         fp = groups * (regs_per_group * fp_ops + fp_scalar)
+        if vlen > lanes and vlen & (vlen - 1):  # <28 x float>: legalized piece by piece, shuffles scalarized
+            fp, n_loads, stores = (x * cal.odd_vector_factor for x in (fp, n_loads, stores))
+            shuffles *= cal.odd_vector_factor
         iters = 1.0  # iterations of the innermost real loop: its increment and branch
         if real:
             iters = n_exec / math.prod(lp.extent for lp in loops[loops.index(real[-1]) + 1 :])
