@@ -24,16 +24,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..codegen.llvm_vector import affine_index, depends_on, why_not_vectorizable
+from ..codegen.llvm_vector import affine_index, why_not_vectorizable
 from ..lower.ir import Allocate, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
-from ..te.expr import Binary, Call, Cast, Compare, Expr, Logical, Not, Select, Var, children
 from .chip import ChipSpec
 from .guards import guard_share
+from .ops import count_ops, guarded_load
 from .reuse import DTYPE_BYTES, Access, accesses
 from .traffic import cache_traffic
 
-MATH_OPS = {"exp": 14, "log": 16, "tanh": 20, "sigmoid": 18, "erf": 24, "sqrt": 6, "rsqrt": 8, "pow": 32,
-            "abs": 1, "floor": 1, "ceil": 1}  # fmt: skip
 HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
 
 
@@ -97,22 +95,6 @@ def predict(func: PrimFunc, chip: ChipSpec, calib: Calibration | None = None) ->
     fixed = fixed_us * 1e-6
     total = fixed + sum(s.seconds for s in m.stores)
     return Prediction(chip, func.name, m.stores, fixed, total)
-
-
-def _guarded_load(e: Expr, var: Var) -> bool:
-    """Whether ``e`` has a select on a condition that varies over ``var`` with a load in a branch."""
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Select) and depends_on(n.cond, var):
-            branch = [n.t, n.f]
-            while branch:
-                b = branch.pop()
-                if isinstance(b, Load):
-                    return True
-                branch.extend(children(b))
-        stack.extend(children(n))
-    return False
 
 
 def _loop_label(lp: For) -> str:
@@ -179,7 +161,7 @@ class _Model:
         loads: list[Load] = []
         vec_var = vec.var if vec is not None else None
         guess = next((lp.var for lp in reversed(loops) if lp.kind != "unrolled" and lp is not vec), None)
-        fp_ops, fp_scalar, int_ops = self.scan(s.value, loads, vec_var, guess)
+        fp_ops, fp_scalar, int_ops = count_ops(s.value, loads, vec_var, guess, cal.div_ops)
         acc_list = accesses(s, loads, self.memo)
         store_acc = acc_list[0]
         is_acc = any(ld.buffer is s.buffer for ld in loads)
@@ -191,7 +173,9 @@ class _Model:
                 and id(lp) not in flat]  # fmt: skip
         auto_vec = vec is None and self.auto_vectorized(s, loads, real, store_acc)
         inner = real[-1].var if real else None
-        fp_ops, fp_scalar, int_ops = self.scan(s.value, [], real[-1].var if auto_vec else vec_var, inner)
+        fp_ops, fp_scalar, int_ops = count_ops(
+            s.value, [], real[-1].var if auto_vec else vec_var, inner, cal.div_ops
+        )
         if auto_vec:
             notes.append(f"loop {real[-1].var.name} left to LLVM's loop vectorizer")
         if vec is not None:
@@ -203,7 +187,7 @@ class _Model:
                 notes.append(f"vector {vec.var.name} of {vec.extent} fills {fill:.0%} of its registers")
         elif auto_vec:
             vlen, regs_per_group, mem_pieces = lanes, 1, 1
-            if _guarded_load(s.value, real[-1].var):  # masked loads and blends: a fraction of the lanes
+            if guarded_load(s.value, real[-1].var):  # masked loads and blends: a fraction of the lanes
                 vlen = max(1, lanes // cal.guarded_lane_divisor)
         else:
             vlen, regs_per_group, mem_pieces = 1, 1, 1
@@ -380,62 +364,3 @@ class _Model:
             return 1, 1.0
         used = min(par.extent, self.chip.cores)
         return used, math.ceil(par.extent / self.chip.cores) / par.extent
-
-    # Expressions --------------------------------------------------------------------------------
-    def scan(
-        self, e: Expr, loads: list[Load], var: Var | None, inner: Var | None = None
-    ) -> tuple[float, float, float]:
-        """(FMA-port slots that vary over the vector loop ``var``, those that do not (computed once per
-        vector body), integer and boolean operations that vary over ``var`` or the innermost real loop
-        ``inner``: the others are hoisted) of one evaluation of ``e``. A multiply feeding an add is one
-        FMA."""
-        memo: dict[tuple[int, int], bool] = {}
-
-        def varies(n: Expr, v: Var | None) -> bool:
-            if v is None:
-                return False
-            got = memo.get((id(n), id(v)))
-            if got is None:
-                got = memo[(id(n), id(v))] = n is v or any(varies(c, v) for c in children(n))
-            return got
-
-        vec_ops, scalar_ops, int_ops = 0.0, 0.0, 0.0
-        stack = [e]
-        while stack:
-            n = stack.pop()
-            cost = 0.0
-            if isinstance(n, Load):  # its address arithmetic: folded into addressing or hoisted (LSR, LICM)
-                loads.append(n)
-                continue
-            if isinstance(n, Binary):
-                fused = any(isinstance(x, Binary) and x.op == "*" for x in (n.a, n.b))
-                if n.dtype.startswith("float") and n.op in ("+", "-") and fused:
-                    for x in (n.a, n.b):  # the multiply fuses into this add
-                        stack.extend((x.a, x.b) if isinstance(x, Binary) and x.op == "*" else (x,))
-                    cost = 1.0
-                else:
-                    cost = self.calib.div_ops if n.op == "/" else 1.0
-                    stack.extend((n.a, n.b))
-            elif isinstance(n, Call):
-                cost = MATH_OPS.get(n.name, 10)
-                stack.extend(n.args)
-            elif isinstance(n, (Compare, Logical)):
-                cost = 1.0
-                stack.extend((n.a, n.b))
-            elif isinstance(n, Select):
-                cost = 1.0
-                stack.extend((n.cond, n.t, n.f))
-            elif isinstance(n, Cast):
-                cost = 1.0
-                stack.append(n.value)
-            elif isinstance(n, Not):
-                stack.append(n.a)
-            if not cost:
-                continue
-            if not n.dtype.startswith("float"):  # index and guard arithmetic: ALU ports, unless hoisted
-                int_ops += cost * (2.0 if varies(n, var) else 1.0 if varies(n, inner) else 0.0)
-            elif varies(n, var):
-                vec_ops += cost
-            else:
-                scalar_ops += cost
-        return vec_ops, scalar_ops, int_ops

@@ -1,0 +1,89 @@
+"""Counting the instructions of one evaluation of a stored value: which run on the vector ports, which
+once per vector body, which on the integer ALUs, and which loads sit under a lane-varying guard.
+
+Example: ``vec_ops, scalar_ops, int_ops = count_ops(store.value, loads, vector_var, inner_var)``
+"""
+
+from __future__ import annotations
+
+from ..codegen.llvm_vector import depends_on
+from ..lower.ir import Load
+from ..te.expr import Binary, Call, Cast, Compare, Expr, Logical, Not, Select, Var, children
+
+MATH_OPS = {"exp": 14, "log": 16, "tanh": 20, "sigmoid": 18, "erf": 24, "sqrt": 6, "rsqrt": 8, "pow": 32,
+            "abs": 1, "floor": 1, "ceil": 1}  # fmt: skip
+
+
+def guarded_load(e: Expr, var: Var) -> bool:
+    """Whether ``e`` has a select on a condition that varies over ``var`` with a load in a branch."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Select) and depends_on(n.cond, var):
+            branch = [n.t, n.f]
+            while branch:
+                b = branch.pop()
+                if isinstance(b, Load):
+                    return True
+                branch.extend(children(b))
+        stack.extend(children(n))
+    return False
+
+
+def count_ops(
+    e: Expr, loads: list[Load], var: Var | None, inner: Var | None = None, div_ops: float = 8.0
+) -> tuple[float, float, float]:
+    """(FMA-port slots that vary over the vector loop ``var``, those that do not (computed once per
+    vector body), integer and boolean operations that vary over ``var`` or the innermost real loop
+    ``inner``: the others are hoisted) of one evaluation of ``e``. A multiply feeding an add is one
+    FMA."""
+    memo: dict[tuple[int, int], bool] = {}
+
+    def varies(n: Expr, v: Var | None) -> bool:
+        if v is None:
+            return False
+        got = memo.get((id(n), id(v)))
+        if got is None:
+            got = memo[(id(n), id(v))] = n is v or any(varies(c, v) for c in children(n))
+        return got
+
+    vec_ops, scalar_ops, int_ops = 0.0, 0.0, 0.0
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        cost = 0.0
+        if isinstance(n, Load):  # its address arithmetic: folded into addressing or hoisted (LSR, LICM)
+            loads.append(n)
+            continue
+        if isinstance(n, Binary):
+            fused = any(isinstance(x, Binary) and x.op == "*" for x in (n.a, n.b))
+            if n.dtype.startswith("float") and n.op in ("+", "-") and fused:
+                for x in (n.a, n.b):  # the multiply fuses into this add
+                    stack.extend((x.a, x.b) if isinstance(x, Binary) and x.op == "*" else (x,))
+                cost = 1.0
+            else:
+                cost = div_ops if n.op == "/" else 1.0
+                stack.extend((n.a, n.b))
+        elif isinstance(n, Call):
+            cost = MATH_OPS.get(n.name, 10)
+            stack.extend(n.args)
+        elif isinstance(n, (Compare, Logical)):
+            cost = 1.0
+            stack.extend((n.a, n.b))
+        elif isinstance(n, Select):
+            cost = 1.0
+            stack.extend((n.cond, n.t, n.f))
+        elif isinstance(n, Cast):
+            cost = 1.0
+            stack.append(n.value)
+        elif isinstance(n, Not):
+            stack.append(n.a)
+        if not cost:
+            continue
+        if not n.dtype.startswith("float"):  # index and guard arithmetic: ALU ports, unless hoisted
+            int_ops += cost * (2.0 if varies(n, var) else 1.0 if varies(n, inner) else 0.0)
+        elif varies(n, var):
+            vec_ops += cost
+        else:
+            scalar_ops += cost
+    return vec_ops, scalar_ops, int_ops
