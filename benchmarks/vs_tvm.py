@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from vs_tvm_ops import OPS, Op, nbytes  # this directory
 
+from autosched.hai.timing import TimingPolicy, time_calls
 from autosched.te.workload import WorkloadInstance
 
 INSTALL = (
@@ -162,8 +163,6 @@ def time_in_turns(
     """
     import tvm
 
-    from autosched.hai.timing import TimingPolicy, time_calls
-
     func, dev = lib["main"], tvm.cpu(0)
     timer = lib.time_evaluator("main", dev, number=1, repeat=block, min_repeat_ms=1)
     policy = TimingPolicy(repeat=block, warmup=0, min_repeat_s=1e-3)
@@ -216,8 +215,9 @@ def compare_op(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Pa
     problem = agree(got[-1], want)
     if problem:
         return {**row, "error": f"autosched's best kernel is wrong: {problem}"}
-    if theirs["lib"] is None:
-        return {**row, "tvm_error": theirs.get("error", "MetaSchedule found no schedule"), "ours_s": None}
+    if theirs["lib"] is None:  # autosched's time alone, nothing to race
+        ours_s = statistics.median(time_calls(call, TimingPolicy(repeat=args.repeat)))
+        return {**row, "tvm_error": theirs.get("error", "MetaSchedule found no schedule"), "ours_s": ours_s}
     lib, tensors, tvm_out = prepare_tvm(theirs["lib"], inputs, [t.shape for t in outs])
     problem = agree(tvm_out[-1], want) or agree(got[-1], tvm_out[-1])
     if problem:
@@ -239,7 +239,8 @@ def cells(r: dict) -> list[str]:
     head = [r["op"], str(r["trials"])]
     if "ratio" not in r:
         why = r.get("error") or r.get("tvm_error", "")
-        return [*head, "-", "-", "-", "-", "-", "-", *walls, why]
+        ours = f"{r['ours_s'] * 1e3:.4g}" if r.get("ours_s") else "-"
+        return [*head, ours, "-", "-", "-", "-", "-", *walls, why]
     speed, unit = (r["gbs"], "GB/s") if "gbs" in r else (r["gflops"], "GFLOP/s")
     bw = [f"{100 * x:.0f}%" for x in r["bw"]] if "bw" in r else ["-", "-"]
     times = [f"{r['ours_s'] * 1e3:.4g}", f"{r['tvm_s'] * 1e3:.4g}"]
@@ -322,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         gmean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"geometric mean ratio {gmean:.2f} over {len(ratios)}; ratio = MetaSchedule time / autosched "
               f"time (> 1: autosched is faster); %bw = GB/s / the measured {bw:.1f} GB/s")  # fmt: skip
+    from autosched.measure import blas
+
+    print(blas.describe())  # numpy does not race here; said so that every benchmark names its BLAS
     failed = [r for r in rows if "error" in r]
     for r in failed:
         print(f"error: {r['op']} at {r['trials']} trials: {r['error']}")
