@@ -388,13 +388,14 @@ def _capsule_np(s: Shape, x: np.ndarray, k: np.ndarray) -> np.ndarray:
 OPS: dict[str, Op] = {
     op.name: op
     for op in [
-        Op("matmul", (1024, 1024, 1024), (64, 64, 64), lambda s: make_matmul(*s), matmul_tvm,
+        Op("matmul", (1024, 1024, 1024), (64, 64, 64), lambda s: make_matmul(s[0], s[1], s[2]), matmul_tvm,
            lambda _s, a, b: a @ b),
         Op("conv2d", (1, 64, 56, 56, 64), (1, 8, 14, 14, 16),
-           lambda s: make_conv2d(*s, 3, 3, stride=1, padding=1), conv2d_tvm, _conv2d_np),
+           lambda s: make_conv2d(s[0], s[1], s[2], s[3], s[4], 3, 3, stride=1, padding=1), conv2d_tvm,
+           _conv2d_np),
         Op("softmax", (4096, 1024), (64, 128), lambda s: make_softmax(s), softmax_tvm, _softmax_np),
-        Op("dense", (512, 1024, 1024), (32, 64, 64), lambda s: make_dense(*s, bias=True, activation="relu"),
-           dense_tvm, lambda _s, x, w, b: np.maximum(x @ w.T + b, 0)),
+        Op("dense", (512, 1024, 1024), (32, 64, 64),
+           lambda s: make_dense(s[0], s[1], s[2], bias=True, activation="relu"), dense_tvm, lambda _s, x, w, b: np.maximum(x @ w.T + b, 0)),
         Op("sumsq", (1024, 1024), (64, 64), sumsq_ours, sumsq_tvm, _sumsq_np, memory_bound=True),
         Op("stencil", (2048, 2048), (66, 66), stencil_ours, stencil_tvm, _stencil_np, memory_bound=True),
         Op("layer_norm", (4096, 1024), (64, 128), lambda s: make_layer_norm(s, axis=-1), layer_norm_tvm,
