@@ -229,10 +229,10 @@ def partition_vector_loops(f: PrimFunc) -> PrimFunc:
         if isinstance(s, For) and s.kind == "vectorized" and s.extent > 1:
             peeled = _peel(s)
             if isinstance(peeled, Seq):
-                return Seq(tuple(guarded(x) if x.extent > 1 else x for x in peeled.stmts))  # type: ignore[attr-defined]
+                return Seq(tuple(guarded(x) if x.extent > 1 else x for x in peeled.stmts))  # type: ignore[attr-defined,arg-type]
             return guarded(s)
         inner = guards.get(id(s.body)) if isinstance(s, For) and s.kind in ("serial", "unrolled") else None
-        if inner is not None and not _depends(inner.cond, s.var):
+        if inner is not None and isinstance(s, For) and not _depends(inner.cond, s.var):
             assert isinstance(s, For) and inner.otherwise is not None
             then, other = (dataclasses.replace(s, body=b) for b in (inner.then, inner.otherwise))
             out = IfThenElse(inner.cond, then, other)

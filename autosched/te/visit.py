@@ -36,7 +36,7 @@ def map_children(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
         idx = tuple(f(i) for i in e.indices)  # type: ignore[attr-defined]
         if all(x is y for x, y in zip(idx, e.indices)):  # type: ignore[attr-defined]
             return e
-        return dataclasses.replace(e, indices=idx)  # type: ignore[call-arg]
+        return dataclasses.replace(e, indices=idx)  # type: ignore[call-arg,type-var]
     return e
 
 

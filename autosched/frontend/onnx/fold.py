@@ -27,7 +27,7 @@ def _consts(values: dict[str, Value], names: list[str]) -> list[np.ndarray] | No
     found = [values.get(n) for n in names]
     if any(v is None or v.const is None or v.dtype not in ("float32", "float64") for v in found):
         return None
-    return [v.const for v in found]  # type: ignore[union-attr]
+    return [v.const for v in found]  # type: ignore[union-attr,misc]
 
 
 def fold_batch_norms(graph: onnx.GraphProto, values: dict[str, Value]) -> list[onnx.NodeProto]:
