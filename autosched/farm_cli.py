@@ -105,6 +105,10 @@ def tune_on_farm(
     ``on_tuner(tuner)`` is called for each tuner before it runs (headers, notes of resumed logs).
     A FarmLostError from any target stops the run (the finished batches of all are in the log).
     """
+    from .measure.farm_worker import LocalBackend
+
+    o = options
+    backend = backend or LocalBackend(o.timeout_s, o.repeat, o.num_threads, o.flush_cache)
     tuners = []
     for target in targets:
         measurer = farm.measurer(target, backend)

@@ -72,6 +72,11 @@ def _stderr_note(text: str) -> None:
     print(f"note: {text}", file=sys.stderr)
 
 
+def _fail_at_first_death(dask_scheduler: Any = None) -> None:
+    """On the scheduler: a task whose worker dies fails at once (the measurer decides on a second try)."""
+    dask_scheduler.allowed_failures = 0
+
+
 def _hold(task: MeasureTask) -> MeasureTask:
     """A task's data as a Dask result: recomputed from the graph if the worker holding it dies."""
     return task
@@ -105,6 +110,10 @@ class Farm:
                 f"--cluster {spec}: no Dask scheduler answers there ({e}); start one with "
                 "`dask scheduler` and workers with `autosched worker --scheduler ADDRESS --target T`"
             ) from e
+        try:  # as in local:N: a worker's death fails its tasks at once, the measurer re-submits them once
+            client.run_on_scheduler(_fail_at_first_death)
+        except Exception as e:  # a scheduler that runs no client code: Dask retries them itself first
+            on_note(f"farm {spec}: could not set allowed-failures to 0 on the scheduler ({e})")
         return Farm(client, None, spec, on_note)
 
     @staticmethod
