@@ -250,3 +250,19 @@ def test_flash_steps_do_not_lower_for_gpu_targets():
     flash_attention(s, "attention", 16, 64, 4, 1, 4, 1)
     with pytest.raises(ScheduleError, match="CPU-style targets only"):
         lower(s, args, "att", target="opencl")
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(S=1, L=37, D=16),  # one query (decoding)
+        dict(S=5, L=5, D=20),  # fewer keys than a vector; a head size not a multiple of 16
+        dict(S=1, L=1, D=8, causal=True),
+        dict(S=3, L=200, D=16, causal=True, masked=True),
+        dict(H=3, Hkv=1, S=7, L=9, D=4, E=5),  # odd value size: scalar lanes
+    ],
+)
+def test_tiny_and_odd_shapes(kw):
+    args = make(**kw)
+    check(default_schedule(args[-1:]), args)
+    check(SketchPolicy(args[-1:]).sample(random.Random(0))[0], args, seed=1)
