@@ -37,3 +37,25 @@ def wait_for_records(log: Path, n: int, timeout_s: float = 60.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"{log}: fewer than {n} records after {timeout_s} s")
+
+
+def elsewhere_chip(target: str = "llvm-cpu"):
+    """(fingerprint, ChipInfo) of a chip this machine does not have: what a farm machine reports."""
+    import dataclasses
+
+    from autosched.measure.farm_worker import chip_facts
+    from autosched.records.record import fingerprint_of
+    from autosched.target import parse_target
+
+    chip = dataclasses.replace(chip_facts(target)[1], name="farm-machine", arch="zen9")
+    return fingerprint_of(parse_target(target), chip), chip
+
+
+def elsewhere_plugin():
+    from autosched.measure.farm_worker import ChipFactsPlugin
+
+    class ElsewherePlugin(ChipFactsPlugin):
+        def setup(self, worker):
+            worker._autosched_chips = {t: elsewhere_chip(t) for t in self.targets}
+
+    return ElsewherePlugin(["llvm-cpu"])

@@ -81,3 +81,30 @@ def test_llvm_cpu_and_opencl_on_pocl_are_tuned_at_once_with_real_kernels(tmp_pat
         assert len(mine) == 8 and {r.fingerprint for r in mine} == {tuner.fingerprint}
         assert task.best_trace is not None  # kernels ran and matched the reference
         assert not {r.error for r in mine} & {"wrong_result", "crash"}
+
+
+def test_records_name_the_chip_of_the_workers_that_timed_them_not_this_machine(tmp_path):
+    import dask
+    import distributed
+
+    from autosched.measure.farm import Farm
+    from autosched.measure.farm_worker import WORKER_CONFIG
+
+    from .common import elsewhere_chip, elsewhere_plugin
+
+    fingerprint, _ = elsewhere_chip()
+    with dask.config.set(WORKER_CONFIG):
+        cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None,
+                                           resources={chip_resource(fingerprint): 1})  # fmt: skip
+    client = distributed.Client(cluster, set_as_default=False)
+    client.register_plugin(elsewhere_plugin())
+    with Farm(client, cluster, "local:1", on_note=lambda text: None) as farm:
+        log = tmp_path / "elsewhere.jsonl"
+        options = TuneOptions(trials=8, batch_size=4, baseline=False, strategy="random")
+        tuner = Tuner(
+            [small_matmul()], "llvm-cpu", log, options, measurer=farm.measurer("llvm-cpu", FakeBackend(cost))
+        )
+        tuner.run()
+    got = records(log)
+    assert len(got) == 8 and tuner.fingerprint == fingerprint
+    assert {r.fingerprint for r in got} == {fingerprint} and {r.chip["name"] for r in got} == {"farm-machine"}
