@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ def _farm_tuner(*args: Any, **kwargs: Any) -> Tuner:
             self.peers: list[FarmTuner] = []
             self._inbox: list[Any] = []
             self._inbox_lock = threading.Lock()
+            self.stop = threading.Event()  # set when the run ends early (another target failed, Ctrl-C)
 
         def _record(self, task: TaskState, candidates: Any, results: Any) -> None:
             with _LOG_LOCK:
@@ -53,6 +54,8 @@ def _farm_tuner(*args: Any, **kwargs: Any) -> Tuner:
                     peer._inbox.extend(recs)
 
         def _step(self, task: TaskState, limit: int) -> bool:
+            if self.stop.is_set():
+                return False
             with self._inbox_lock:
                 mine = [r for r in self._inbox if r.workload_key == task.inst.key]
                 self._inbox = [r for r in self._inbox if r.workload_key != task.inst.key]
@@ -129,7 +132,16 @@ def tune_on_farm(
         return {str(tuners[0].target): (tuners[0], run(tuners[0]))}
     with ThreadPoolExecutor(len(tuners), thread_name_prefix="autosched-farm") as pool:
         futures = [pool.submit(run, t) for t in tuners]
-        return {str(t.target): (t, f.result()) for t, f in zip(tuners, futures)}
+        try:
+            wait(futures, return_when=FIRST_EXCEPTION)  # one target's failure ends the run for all
+            for f in futures:
+                if f.done() and f.exception() is not None:
+                    raise f.exception()  # type: ignore[misc]
+            return {str(t.target): (t, f.result()) for t, f in zip(tuners, futures)}
+        except BaseException:  # Ctrl-C, or the farm lost under one target: the others stop after their batch
+            for t in tuners:
+                t.stop.set()  # type: ignore[attr-defined]
+            raise
 
 
 def cmd_tune_farm(ns: argparse.Namespace, instances: list[Any], log: str, options: TuneOptions) -> int:

@@ -108,3 +108,35 @@ def test_records_name_the_chip_of_the_workers_that_timed_them_not_this_machine(t
     got = records(log)
     assert len(got) == 8 and tuner.fingerprint == fingerprint
     assert {r.fingerprint for r in got} == {fingerprint} and {r.chip["name"] for r in got} == {"farm-machine"}
+
+
+def test_a_target_losing_its_farm_stops_the_other_targets_after_their_batch(farm2, tmp_path):
+    from autosched.measure.farm import FarmLostError
+
+    class LosesItsFarm:  # the haswell workers' measurer: its second batch finds the farm gone
+        def __init__(self, inner):
+            self.inner, self.batches = inner, 0
+
+        def chip_facts(self, target):
+            return self.inner.chip_facts(target)
+
+        def measure(self, task, traces):
+            self.batches += 1
+            if self.batches > 1:
+                raise FarmLostError("the farm went away (test)")
+            return self.inner.measure(task, traces)
+
+    class Proxy:
+        def measurer(self, target, backend=None):
+            m = farm2.measurer(target, backend)
+            return LosesItsFarm(m) if "haswell" in target else m
+
+    log, targets = tmp_path / "lost.jsonl", ["llvm-cpu", "llvm-cpu -mcpu=haswell"]
+    options = TuneOptions(trials=400, batch_size=4, baseline=False, strategy="random")
+    backend = FakeBackend(cost, delay_s=0.01)
+    with pytest.raises(FarmLostError):
+        tune_on_farm(Proxy(), [small_matmul()], targets, log, options, backend=backend)
+    got = records(log)
+    assert sum(r.target == "llvm-cpu -mcpu=haswell" for r in got) == 4  # its one finished batch
+    assert sum(r.target == "llvm-cpu" for r in got) < 400  # the other stopped early, at a batch's end
+    assert sum(r.target == "llvm-cpu" for r in got) % 4 == 0
