@@ -69,10 +69,20 @@ def _farm_tuner(*args: Any, **kwargs: Any) -> Tuner:
 
 
 def requested_targets(text: str) -> list[str] | None:
-    """``--target`` as a list (``a,b``); None for ``all`` (what the farm offers)."""
+    """``--target`` as a list (``a,b``); None for ``all`` (what the farm offers). A comma starts a new
+    target only before a target kind: ``llvm-cpu -mattr=+avx2,+fma,opencl`` is two targets."""
+    from .hai.registry import resolve_kind
+
     if text.strip() == "all":
         return None
-    return [t.strip() for t in text.split(",") if t.strip()]
+    targets: list[str] = []
+    for piece in text.split(","):
+        words = piece.split()
+        if targets and (not words or resolve_kind(words[0]) is None):
+            targets[-1] += "," + piece  # an option's list (-mattr=+a,+b), not a new target
+        else:
+            targets.append(piece.strip())
+    return [t.strip() for t in targets if t.strip()]
 
 
 def local_targets() -> list[str]:

@@ -94,3 +94,11 @@ def test_without_cluster_dask_is_not_imported():
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
     assert run.returncode == 0, run.stderr
+
+
+def test_target_lists_split_at_commas_before_a_target_kind_only():
+    from autosched.farm_cli import requested_targets
+
+    assert requested_targets("all") is None
+    assert requested_targets("llvm-cpu,opencl") == ["llvm-cpu", "opencl"]
+    assert requested_targets("llvm-cpu -mattr=+avx2,+fma, opencl") == ["llvm-cpu -mattr=+avx2,+fma", "opencl"]
