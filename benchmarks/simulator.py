@@ -41,6 +41,7 @@ from autosched.measure.task import MeasureTask
 from autosched.records.log import trace_key
 from autosched.search_space.schedule import replay
 from autosched.search_space.sketch import SketchPolicy
+from autosched.search_space.trace import trace_to_json
 from autosched.sim.chip import load_chip, write_chip
 from autosched.sim.model import predict
 from autosched.te.workload import WorkloadInstance
@@ -131,7 +132,7 @@ def correlation(name: str, tensors: list, target: str, chip_file: str, args: arg
     inst = WorkloadInstance(name, {}, tuple(tensors))
     task = MeasureTask.create(name, tensors, target, flops=inst.flop_count())
     start = time.perf_counter()
-    measured, modeled = [], []
+    measured, modeled, kept = [], [], []
     with _measurer(target, args) as m:
         for i in range(0, len(traces), 16):
             batch = traces[i : i + 16]
@@ -141,11 +142,13 @@ def correlation(name: str, tensors: list, target: str, chip_file: str, args: arg
                 func = lower(replay(list(inst.outputs), trace), list(tensors), name, "llvm-cpu")
                 measured.append(min(res.costs))  # another process can only make a run slower
                 modeled.append(predict(func, chip).seconds)
+                kept.append(trace_to_json(trace))  # in --json: what to look at where the model is wrong
     rho = spearman(measured, modeled)
     ratio = statistics.median(p / t for p, t in zip(modeled, measured)) if measured else float("nan")
     return {"workload": name, "target": target, "chip": chip_file, "candidates": len(traces),
             "ok": len(measured), "spearman": rho, "modeled_over_measured": ratio,
-            "seconds": time.perf_counter() - start, "measured": measured, "modeled": modeled}  # fmt: skip
+            "seconds": time.perf_counter() - start, "measured": measured, "modeled": modeled,
+            "traces": kept}  # fmt: skip
 
 
 def tune_best(name: str, tensors: list, target: str, args: argparse.Namespace, log: Path) -> Any:
