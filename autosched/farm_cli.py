@@ -126,8 +126,12 @@ def tune_on_farm(
     for target in targets:
         measurer = farm.measurer(target, backend)
         tuners.append(_farm_tuner(instances, target, log, options, measurer=measurer, reporter=reporter))
+    from .hai.registry import style_of
+
+    # Schedules transfer between chips of one style only: a GPU's thread bindings mean nothing on a CPU.
     for tuner in tuners:
-        tuner.peers = [t for t in tuners if t is not tuner]  # type: ignore[attr-defined]
+        peers = [t for t in tuners if t is not tuner and style_of(t.target) == style_of(tuner.target)]
+        tuner.peers = peers  # type: ignore[attr-defined]
     for tuner in tuners:
         if on_tuner is not None:
             on_tuner(tuner)
