@@ -27,6 +27,7 @@ Exit status 1 when an autosched kernel is missing or disagrees with the referenc
     TVM_NUM_THREADS=2 python benchmarks/vs_tvm.py                 # all eleven, 64 trials
     python benchmarks/vs_tvm.py --ops sumsq,max_pool --trials 64,256
     python benchmarks/vs_tvm.py --quick                           # tiny sizes, 8 trials: checks the script
+    python benchmarks/vs_tvm.py --ops layer_norm,conv2d_transpose --tvm-topi   # against TVM's own topi
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def tune_tvm(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Path
         import cloudpickle
 
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    tensors = op.theirs(s)
+    tensors = (op.tvm_topi if args.tvm_topi and op.tvm_topi else op.theirs)(s)
     target = tvm.target.Target({"kind": "llvm", "mcpu": args.mcpu, "num-cores": args.cores})
     mod = tvm.IRModule({"main": te.create_prim_func(tensors)})
     start = time.perf_counter()
@@ -271,6 +272,11 @@ def main(argv: list[str] | None = None) -> int:
         "--tvm-build-timeout", type=float, default=30.0,
         help="seconds MetaSchedule may spend building one candidate (its default, 30; on a slow day "
         "every dense build here ran past it and no trial finished)",
+    )  # fmt: skip
+    p.add_argument(
+        "--tvm-topi", action="store_true",
+        help="MetaSchedule tunes TVM's own topi formulation where it differs from autosched's (layer norm's "
+        "one-pass variance, the transposed conv's zero-inserted input) instead of the same math",
     )  # fmt: skip
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     p.add_argument("--repeat", type=int, default=40, help="timed samples of each contender (>= 1 ms each)")

@@ -41,6 +41,7 @@ class Op:
     theirs: Callable[[Shape], list[Any]]  # TVM tensors, inputs first
     reference: Callable[..., np.ndarray]  # (shape, *inputs) -> the output
     memory_bound: bool = False
+    tvm_topi: Callable[[Shape], list[Any]] | None = None  # TVM's own topi formulation, where it differs
 
 
 def _tvm() -> tuple[Any, Any]:
@@ -202,6 +203,17 @@ def layer_norm_tvm(s: Shape) -> list[Any]:
     return [x, gamma, beta, tte.compute(s, body, name="layer_norm")]
 
 
+def layer_norm_tvm_topi(s: Shape) -> list[Any]:
+    """TVM's topi.nn.layer_norm: mean and variance in one pass (a tuple reduction of x and x^2)."""
+    import tvm.topi
+
+    tte, _ = _tvm()
+    x, gamma, beta = (
+        tte.placeholder(shape, name=n) for shape, n in ((s, "x"), (s[1:], "gamma"), (s[1:], "beta"))
+    )
+    return [x, gamma, beta, tvm.topi.nn.layer_norm(x, gamma, beta, axis=[-1], epsilon=1e-5)]
+
+
 def _layer_norm_np(_s: Shape, x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
     x64 = x.astype(np.float64)
     mean = x64.mean(axis=-1, keepdims=True)
@@ -316,6 +328,17 @@ def conv_transpose_tvm(s: Shape) -> list[Any]:
     return [data, weight, tte.compute((n, k, 2 * h, 2 * w), body, name="conv2d_transpose")]
 
 
+def conv_transpose_tvm_topi(s: Shape) -> list[Any]:
+    """TVM's topi.nn.conv2d_transpose_nchw: the input dilated by zeros, then a direct conv of all 16 taps."""
+    import tvm.topi
+
+    tte, _ = _tvm()
+    n, c, h, w, k = s
+    data, weight = tte.placeholder((n, c, h, w), name="data"), tte.placeholder((c, k, 4, 4), name="weight")
+    out = tvm.topi.nn.conv2d_transpose_nchw(data, weight, (2, 2), (1, 1, 1, 1), "float32", (0, 0))
+    return [data, weight, out]
+
+
 def _conv_transpose_np(_s: Shape, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """The definition: input (i, j) adds ``x * w[r, s]`` to output (2i + r - 1, 2j + s - 1)."""
     n, _, h, wd = x.shape
@@ -400,12 +423,12 @@ OPS: dict[str, Op] = {
         Op("sumsq", (1024, 1024), (64, 64), sumsq_ours, sumsq_tvm, _sumsq_np, memory_bound=True),
         Op("stencil", (2048, 2048), (66, 66), stencil_ours, stencil_tvm, _stencil_np, memory_bound=True),
         Op("layer_norm", (4096, 1024), (64, 128), lambda s: make_layer_norm(s, axis=-1), layer_norm_tvm,
-           _layer_norm_np, memory_bound=True),
+           _layer_norm_np, memory_bound=True, tvm_topi=layer_norm_tvm_topi),
         Op("max_pool", (1, 112, 112, 64), (1, 14, 14, 16), max_pool_ours, max_pool_tvm, _max_pool_np,
            memory_bound=True),
         Op("conv1d", (1, 64, 8192, 64), (1, 8, 64, 8), conv1d_ours, conv1d_tvm, _conv1d_np),
         Op("conv2d_transpose", (1, 64, 28, 28, 64), (1, 8, 6, 6, 8), conv_transpose_ours,
-           conv_transpose_tvm, _conv_transpose_np),
+           conv_transpose_tvm, _conv_transpose_np, tvm_topi=conv_transpose_tvm_topi),
         Op("capsule_conv2d", (1, 16, 16, 32, 32, 3, 2), (1, 6, 6, 4, 4, 3, 2), capsule_ours, capsule_tvm,
            _capsule_np),
     ]

@@ -43,15 +43,21 @@ def test_autosched_version_matches_numpy(name: str) -> None:
     assert _close(reference_for(tensors, arrays)[-1], op.reference(op.quick, *arrays))
 
 
+TVM_VERSIONS = [(n, False) for n in vs_tvm_ops.OPS] + [
+    (n, True) for n, op in vs_tvm_ops.OPS.items() if op.tvm_topi
+]
+
+
 @pytest.mark.skipif(not HAVE_TVM, reason=NO_TVM)
-@pytest.mark.parametrize("name", list(vs_tvm_ops.OPS))
-def test_tvm_version_matches_numpy(name: str) -> None:
+@pytest.mark.parametrize(("name", "topi"), TVM_VERSIONS)
+def test_tvm_version_matches_numpy(name: str, topi: bool) -> None:
     import tvm
     from tvm import te
 
     op = vs_tvm_ops.OPS[name]
     _, arrays = _inputs(op)
-    theirs = op.theirs(op.quick)
+    make = op.tvm_topi if topi and op.tvm_topi else op.theirs
+    theirs = make(op.quick)
     lib = tvm.compile(tvm.IRModule({"main": te.create_prim_func(theirs)}), target="llvm")
     outs = [np.full([int(d) for d in t.shape], np.nan, np.float32) for t in theirs[len(arrays) :]]
     args = [tvm.runtime.tensor(a, tvm.cpu()) for a in [*arrays, *outs]]
