@@ -187,12 +187,18 @@ class FarmMeasurer:
         self.fingerprint, self.chip, owners = self._find_chip()
         self.resource = chip_resource(self.fingerprint)
         self.separate_build = bool(backend.separate_build(self.target))
-        self._known = set(self.farm.workers())
+        workers = self.farm.workers()
+        if not any(w.get("resources", {}).get(self.resource) for w in workers.values()):
+            raise FarmError(
+                f"workers of {farm.address} report {self.target} ({self.fingerprint}) but none declares the "
+                f"resource {self.resource!r} that pins its timings; start them with autosched worker"
+            )
+        self._known = set(workers)
         self._refs: dict[int, tuple[MeasureTask, Any]] = {}
         self._no_worker_since: float | None = None
         self.resubmitted = 0  # candidates measured again after their worker died
-        farm.on_note(f"farm {farm.address}: {len(owners)} worker(s) time {self.target} ({self.fingerprint}), "
-                     f"{len(self._known)} build")  # fmt: skip
+        farm.on_note(f"farm {farm.address}: {len(owners)} worker(s) time {self.target} ({self.fingerprint}); "
+                     f"{len(workers)} build")  # fmt: skip
 
     def _find_chip(self) -> tuple[str, Any, list[str]]:
         """The chip of this target that most workers own (others are named: tune them separately)."""

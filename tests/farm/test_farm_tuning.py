@@ -141,3 +141,17 @@ def test_a_target_losing_its_farm_stops_the_other_targets_after_their_batch(farm
     assert sum(r.target == "llvm-cpu -mcpu=haswell" for r in got) == 4  # its one finished batch
     assert sum(r.target == "llvm-cpu" for r in got) < 400  # the other stopped early, at a batch's end
     assert sum(r.target == "llvm-cpu" for r in got) % 4 == 0
+
+
+def test_workers_without_the_chip_resource_are_refused_not_waited_for():
+    import distributed
+
+    from autosched.measure.farm import Farm
+    from autosched.measure.farm_worker import ChipFactsPlugin
+
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None)
+    client = distributed.Client(cluster, set_as_default=False)
+    client.register_plugin(ChipFactsPlugin(["llvm-cpu"]))  # reports the chip, declares no resource
+    with Farm(client, cluster, "local:1", on_note=lambda text: None) as farm:
+        with pytest.raises(FarmError, match="none declares the resource 'chip:llvm-cpu"):
+            farm.measurer("llvm-cpu")
