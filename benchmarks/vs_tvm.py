@@ -19,6 +19,8 @@ prepared call (``compare.raw_call``), TVM's through its ``time_evaluator``; the 
 The table gives milliseconds, GFLOP/s (GB/s and the fraction of the measured memory bandwidth for the
 memory-bound four: bytes = inputs read once + outputs written once), the ratio autosched / MetaSchedule
 (> 1: autosched is faster) and each tool's tuning wall time. The full suite takes about an hour here.
+Run it alone on the machine: with other processes on the two cores, a two-thread kernel's parallel
+regions stalled for milliseconds (a 3 us matmul read 10-20 ms), in the tuner's runner as here.
 
 Needs ``pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1 xgboost psutil cloudpickle
 tornado`` (ffi 0.1.15.post2 segfaults inside MetaSchedule); without TVM it says so and exits 0.
