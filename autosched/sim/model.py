@@ -248,7 +248,7 @@ class _Model:
         cycles = max(fp / chip.fma_units, n_loads / chip.load_ports, stores * store_cost / chip.store_ports,
                      uops / cal.issue_width)  # fmt: skip
         per_update = uops / max(1.0, groups * regs_per_group)
-        chain = self.chain(loops, vec, vloop, vlen / regs_per_group, is_acc, store_acc, promoted, flat,
+        chain = self.chain(loops, vec, vloop, vlen / regs_per_group, is_acc, store_acc, promoted, real,
                            per_update, notes)  # fmt: skip
         par, per_core = self.parallel(loops)
         clock = chip.clock_ghz * 1e9
@@ -326,34 +326,37 @@ class _Model:
         return worst
 
     def chain(self, loops: list[For], vec: For | None, vloop: For | None, lanes_used: float, is_acc: bool,
-              store_acc: Access, promoted: float, flat: set[int], uops_per_update: float,
+              store_acc: Access, promoted: float, real: list[For], uops_per_update: float,
               notes: list[str]) -> float:  # fmt: skip
-        """Cycles per execution that the accumulator's dependency chains need: each of the innermost
-        reduction loop's iterations waits for the last, across ``accumulators`` independent vectors (and
-        more when whole chains are short enough for the out-of-order window to overlap several)."""
+        """Cycles per execution that the accumulators' dependency chains need. Inside one iteration of
+        the innermost real loop R the code is straight-line: its accumulators (the loops there that move
+        the store) are independent chains, each updated once per non-moving loop iteration there, FMA
+        latency apart. Chains carried across R's iterations serialise them; otherwise R's iterations
+        overlap as far as the out-of-order window reaches."""
         if not is_acc:
             return 0.0
         chip, lat = self.chip, float(self.chip.fma_latency_cycles)
         moves = [store_acc.depends_on(id(lp.var)) or lp.extent == 1 for lp in loops]
-        red = next((k for k in range(len(loops) - 1, -1, -1) if not moves[k]), None)
-        if red is None:
+        if all(moves):
             return 0.0
+        red = max(k for k in range(len(loops)) if not moves[k])
         if loops[red] is vec and vec is not None:  # lanes folded as a tree, one scalar chain per vector body
             return (lat + chip.store_forward_cycles) / vec.extent
-        tile = loops[red + 1 :]
-        elems = float(math.prod(lp.extent for lp in tile))
-        if vloop is not None and vloop not in tile:
+        r = loops.index(real[-1]) if real else -1
+        inside = loops[r + 1 :]
+        elems = float(math.prod(lp.extent for lp, mv in zip(inside, moves[r + 1 :]) if mv))
+        if vloop is not None and vloop not in inside:
             elems *= lanes_used  # the vector's lanes are independent chains too
+        updates = float(math.prod(lp.extent for lp, mv in zip(inside, moves[r + 1 :]) if not mv))
         accumulators = elems / lanes_used
-        in_regs = promoted > 1 or all(
-            lp.kind == "unrolled" or lp is vec or lp.extent == 1 or id(lp) in flat for lp in tile
-        )
+        carried = r >= 0 and not moves[r]
+        in_regs = promoted > 1 or not carried
         if accumulators > chip.vector_registers - self.calib.reserved_registers:
             in_regs = False
             notes.append(f"{accumulators:.0f} accumulators spill past {chip.vector_registers} registers")
         if not in_regs:
             lat += chip.store_forward_cycles
-        chain_len = math.prod(lp.extent for lp, mv in zip(loops, moves) if not mv)
+        chain_len = math.prod(lp.extent for lp, mv in zip(loops, moves) if not mv) if carried else updates
         overlap = max(1.0, self.calib.window_uops / (chain_len * accumulators * uops_per_update))
         return lat / (elems * overlap)
 
