@@ -356,7 +356,8 @@ class _Model:
             notes.append(f"{accumulators:.0f} accumulators spill past {chip.vector_registers} registers")
         if not in_regs:
             lat += chip.store_forward_cycles
-        chain_len = math.prod(lp.extent for lp, mv in zip(loops, moves) if not mv) if carried else updates
+        # one run of R (or one iteration, when nothing is carried) is what must finish in order
+        chain_len = loops[r].extent * updates if carried else updates
         overlap = max(1.0, self.calib.window_uops / (chain_len * accumulators * uops_per_update))
         return lat / (elems * overlap)
 
