@@ -16,6 +16,12 @@ For the four workloads of search_efficiency.py plus a depthwise conv, a max pool
 
 ``--threads 1`` measures one thread and models a one-core chip (steadier on a busy machine).
 Timing on a machine shared with other work is noisy: the full figures need it alone.
+
+Calibration (``autosched.sim.model.Calibration``): 30-50 candidates per workload sampled as here at
+mid sizes (matmul 256^3, conv2d 32x28x28 -> 32, softmax 512x256, dense 128x256x256, depthwise 64x56x56,
+max pool 64x56x56, layer norm 256x512), one thread, min of 3-5 repeats; each constant was set by
+re-predicting those saved traces and keeping the value with the best rank correlation (``--json`` keeps
+the traces for the same loop). The chip facts themselves are data sheet or measured figures, not fitted.
 """
 
 from __future__ import annotations
