@@ -16,6 +16,9 @@ COMM_REDUCE          <= broadcast or a reduction                       <= broadc
 INJECTIVE (phase 1)  <= injective, or already in the post-dominator's  anything but opaque (pad -> conv)
 ===================  ================================================  ====================================
 
+An attention (QK, its scale and mask, softmax, the product with V: :mod:`.attention`) is one group
+before the rules run; its head-split prologue joins it by the rules, and it joins nothing after it.
+
 Example: ``groups = fuse(graph.ops(), outputs)``; conv2d -> batch_norm -> relu is one group.
 """
 
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 
 from ..te.graph import consumers
 from ..te.tensor import ComputeOp, Operation, Tensor
+from .attention import attention_groups
 from .pattern import OpPattern, classify
 
 MAX_GROUP_OPS = 64  # a group this large is already a big kernel; more only slows scheduling down
@@ -38,6 +42,7 @@ class _Group:
     pattern: OpPattern
     parent: _Group | None = None
     size: int = 1
+    sealed: bool = False  # a whole attention: it takes in its prologue but joins nothing after it
 
     def root(self) -> _Group:
         g = self
@@ -96,6 +101,11 @@ def fuse(ops: Sequence[Operation], outputs: Sequence[Tensor]) -> list[FusedGroup
     ipdom = post_dominators(ops, readers, roots)
     pattern = {op: classify(op) for op in ops}
     group: dict[Operation, _Group] = {op: _Group(pattern[op]) for op in ops if isinstance(op, ComputeOp)}
+    for members in attention_groups(ops, readers, roots):  # one kernel each (flash attention on CPUs)
+        whole = _Group(P.OUT_ELEMWISE_FUSABLE, size=0, sealed=True)
+        for op in members:
+            group[op].parent = whole
+            whole.size += 1
 
     def path_fits(
         src: Operation, sink: Operation, fits: Callable[[OpPattern, bool], bool], phase: int
@@ -145,7 +155,7 @@ def fuse(ops: Sequence[Operation], outputs: Sequence[Tensor]) -> list[FusedGroup
             sink = ipdom[op]
             assert sink is not None  # checked just above; post-dominators of computes are computes
             mine = group[op].root()
-            if mine is group[sink].root() or group_size(op, sink) > MAX_GROUP_OPS:
+            if mine.sealed or mine is group[sink].root() or group_size(op, sink) > MAX_GROUP_OPS:
                 continue
             rule = _rule(mine.pattern, phase)
             if rule is not None and path_fits(op, sink, rule, phase):

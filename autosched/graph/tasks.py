@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from ..te.visit import rewrite
 from ..te.workload import WorkloadInstance
+from .attention import canonical_attention
 from .fuse import FusedGroup, fuse
 from .ir import Graph
 from .pattern import OpPattern
@@ -122,7 +123,10 @@ def group_workload(group: FusedGroup) -> tuple[WorkloadInstance, list[Operation]
         body = rewrite(op.body, swap)
         stage = f"s{n}_{STAGE_KIND[kind]}"
         rebuilt[op] = Tensor(ComputeOp(stage, op.axis, body, op.dtype, op.tag))
-    tensors = (*(placeholders[s] for s in sources), rebuilt[group.output])
+    out = rebuilt[group.output]
+    if group.pattern == OpPattern.OUT_ELEMWISE_FUSABLE and len(group.ops) >= 7:
+        out = canonical_attention(out) or out  # an attention: the seven stages flash attention takes
+    tensors = (*(placeholders[s] for s in sources), out)
     return WorkloadInstance(task_name(group.ops), {}, tensors), sources
 
 
