@@ -11,7 +11,7 @@ overlap is one candidate's build with another's timing, at the price of a build 
 timing (so their timings are noisier than the local path's, which builds a batch, then times it).
 
     python benchmarks/farm.py                                   # 128^3 matmul, 128 trials each
-    python benchmarks/farm.py --trials 16 --size 64 --modes local local:2   # a smoke run
+    python benchmarks/farm.py --quick                           # a smoke run: 64^3, 16 trials
 
 Run it alone on the machine: anything else running makes the times meaningless.
 """
@@ -74,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--modes", nargs="+", default=["local", "local:1", "local:2"],
                    help="local (no Dask) and/or local:N farms (default: local local:1 local:2)")  # fmt: skip
+    p.add_argument("--quick", action="store_true", help="a smoke run: 64^3, 16 trials, batches of 8")
     ns = p.parse_args(argv)
+    if ns.quick:
+        ns.size, ns.trials, ns.batch_size = 64, 16, 8
     rows = []
     with tempfile.TemporaryDirectory(prefix="autosched-farm-bench-") as tmp:
         for mode in ns.modes:

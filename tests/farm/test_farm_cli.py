@@ -102,3 +102,13 @@ def test_target_lists_split_at_commas_before_a_target_kind_only():
     assert requested_targets("all") is None
     assert requested_targets("llvm-cpu,opencl") == ["llvm-cpu", "opencl"]
     assert requested_targets("llvm-cpu -mattr=+avx2,+fma, opencl") == ["llvm-cpu -mattr=+avx2,+fma", "opencl"]
+
+
+@pytest.mark.slow
+def test_the_farm_benchmark_quick_mode_prints_its_table():
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "farm.py"), "--quick"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    for mode in ("local", "local:1", "local:2"):
+        assert f" {mode} " in run.stdout
+    assert "trials/min" in run.stdout and "best GFLOP/s" in run.stdout
