@@ -4,6 +4,9 @@ Q, K, V in 3-d (heads folded into the hidden dim) or 4-d (B, heads, S, head size
 heads; a past key/value cache; a bool or additive mask (shorter than the keys: padded); causal and
 sliding-window masks aligned bottom-right; softcap; the four ``qk_matmul_output`` modes. Like ONNX's
 reference, a row whose every key is masked gives zeros, and Q and K are each scaled by sqrt(scale).
+Where no row can be wholly masked (no mask input, padding lengths or window: plain or causal attention)
+the softmax is topi's, and graph fusion makes the whole attention one flash-attention task
+(:mod:`autosched.graph.attention`); a masked attention keeps the guarded stages (several tasks).
 """
 
 from __future__ import annotations
@@ -49,7 +52,6 @@ def attention(node: Node) -> list[Any]:
     root = math.sqrt(scale)
     softcap = node.attr("softcap", 0.0)
     dtype = q.dtype
-    zero = te.const(0.0, dtype)
 
     r = te.reduce_axis((0, hd), name="d")
 
@@ -63,34 +65,21 @@ def attention(node: Node) -> list[Any]:
         scores = te.compute(
             raw.shape, lambda *i: te.tanh(raw[i] / softcap) * softcap, name="attention_softcap"
         )
-    bias = mask_bias(node, (batch, heads, sq, skv), past_len=node.shape(4)[2] if past else 0, dtype=dtype)
-    with_bias = te.compute(scores.shape, lambda *i: scores[i] + bias[i], name="attention_biased")
-
-    rj = te.reduce_axis((0, skv), name="j")
-    row_max = te.compute(
-        (batch, heads, sq), lambda b, h, i: te.max(with_bias[b, h, i, rj], axis=rj), name="attention_max"
-    )
-    rb = te.reduce_axis((0, skv), name="j")
-    bias_max = te.compute(
-        (batch, heads, sq), lambda b, h, i: te.max(bias[b, h, i, rb], axis=rb), name="bias_max"
-    )
-
-    def exp_body(b: Any, h: Any, i: Any, j: Any) -> Any:
-        m = row_max[b, h, i]
-        return te.exp(with_bias[b, h, i, j] - te.if_then_else(m == NEG_INF, zero, m))
-
-    exps = te.compute(scores.shape, exp_body, name="attention_exp")
-    rs = te.reduce_axis((0, skv), name="j")
-    total = te.compute(
-        (batch, heads, sq), lambda b, h, i: te.sum(exps[b, h, i, rs], axis=rs), name="attention_sum"
-    )
-
-    def prob_body(b: Any, h: Any, i: Any, j: Any) -> Any:
-        s = total[b, h, i]
-        p = exps[b, h, i, j] / te.if_then_else(s == 0.0, te.const(1.0, dtype), s)
-        return te.if_then_else(bias_max[b, h, i] == NEG_INF, zero, p)  # a fully masked row is zeros
-
-    probs = te.compute(scores.shape, prob_body, name="attention_probs")
+    past_len = node.shape(4)[2] if past else 0
+    if can_mask_a_row(node):
+        bias = mask_bias(node, (batch, heads, sq, skv), past_len=past_len, dtype=dtype)
+        with_bias = te.compute(scores.shape, lambda *i: scores[i] + bias[i], name="attention_biased")
+        probs = guarded_softmax(with_bias, bias)
+    else:  # plain softmax: the graph fuses it with both products into one flash attention
+        with_bias = scores
+        if node.attr("is_causal", 0):  # the select at the top lets flash skip blocks above the diagonal
+            neg_inf = te.const(NEG_INF, dtype)
+            with_bias = te.compute(
+                scores.shape,
+                lambda b, h, i, j: te.if_then_else(j <= i + past_len, scores[b, h, i, j], neg_inf),
+                name="attention_causal",
+            )
+        probs = topi.softmax(with_bias, axis=3, name="attention_softmax")
     rv = te.reduce_axis((0, skv), name="j")
 
     def out_body(b: Any, h: Any, i: Any, d: Any) -> Any:
@@ -106,6 +95,46 @@ def attention(node: Node) -> list[Any]:
     mode = node.attr("qk_matmul_output_mode", 0)
     qk_out = {2: with_bias, 3: probs}.get(mode, scores)
     return [y, k, v, qk_out]
+
+
+def can_mask_a_row(node: Node) -> bool:
+    """Whether some query may see no key at all: a mask input, padding lengths or a sliding window.
+
+    A causal mask alone never does (key 0, or the past, is always visible)."""
+    windows = node.attr("left_window_size", -1) >= 0 or node.attr("right_window_size", -1) >= 0
+    return node.has(3) or node.has(6) or windows
+
+
+def guarded_softmax(x: Any, bias: Any) -> Any:
+    """Softmax over the keys where a row whose every key is masked gives zeros, as ONNX's reference."""
+    batch, heads, sq, skv = x.shape
+    dtype = x.dtype
+    zero = te.const(0.0, dtype)
+    rj = te.reduce_axis((0, skv), name="j")
+    row_max = te.compute(
+        (batch, heads, sq), lambda b, h, i: te.max(x[b, h, i, rj], axis=rj), name="attention_max"
+    )
+    rb = te.reduce_axis((0, skv), name="j")
+    bias_max = te.compute(
+        (batch, heads, sq), lambda b, h, i: te.max(bias[b, h, i, rb], axis=rb), name="bias_max"
+    )
+
+    def exp_body(b: Any, h: Any, i: Any, j: Any) -> Any:
+        m = row_max[b, h, i]
+        return te.exp(x[b, h, i, j] - te.if_then_else(m == NEG_INF, zero, m))
+
+    exps = te.compute(x.shape, exp_body, name="attention_exp")
+    rs = te.reduce_axis((0, skv), name="j")
+    total = te.compute(
+        (batch, heads, sq), lambda b, h, i: te.sum(exps[b, h, i, rs], axis=rs), name="attention_sum"
+    )
+
+    def prob_body(b: Any, h: Any, i: Any, j: Any) -> Any:
+        s = total[b, h, i]
+        p = exps[b, h, i, j] / te.if_then_else(s == 0.0, te.const(1.0, dtype), s)
+        return te.if_then_else(bias_max[b, h, i] == NEG_INF, zero, p)  # a fully masked row is zeros
+
+    return te.compute(x.shape, prob_body, name="attention_probs")
 
 
 def mask_bias(node: Node, shape: tuple[int, ...], past_len: int, dtype: str) -> Any:
