@@ -49,7 +49,7 @@ class Calibration:
     unroll_threshold: float = 100.0  # instructions of a loop body LLVM still unrolls fully
     spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
     guarded_lane_divisor: int = 2  # LLVM's vectorizer on a guarded (masked) load: lanes / this
-    odd_vector_factor: float = 4.0  # a vector wider than a register but not a power of two
+    odd_vector_factor: float = 8.0  # a vector wider than a register but not a power of two
     set_conflicts: bool = True  # model power-of-two strides crowding a few cache sets
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
     alloc_us: float = 0.2  # one heap allocation and free
