@@ -101,3 +101,25 @@ def test_the_scheduler_stopped_mid_run_keeps_finished_batches_and_resume_continu
     got = records(log)
     assert task.previous == kept and task.trials == 32 - kept
     assert len(got) == 32 and len({trace_key(r.trace) for r in got}) == 32  # none measured twice
+
+
+def test_a_chip_whose_last_worker_left_stops_the_run_instead_of_waiting_forever(tmp_path, monkeypatch):
+    import autosched.measure.farm as farm_module
+
+    monkeypatch.setattr(farm_module, "NO_WORKER_S", 1.0)
+    log = tmp_path / "orphan.jsonl"
+    with Farm.connect("local:1", ["llvm-cpu"], on_note=lambda text: None) as farm:
+        options = TuneOptions(trials=64, batch_size=4, baseline=False, strategy="random")
+        tuner = Tuner([small_matmul()], "llvm-cpu", log, options,
+                      measurer=farm.measurer("llvm-cpu", FakeBackend(cost, delay_s=0.1)))  # fmt: skip
+
+        def retire():
+            wait_for_records(log, 4)
+            farm.cluster.scale(0)  # the worker goes for good: nothing brings it back
+
+        thread, errors = _in_background(retire)
+        with pytest.raises(FarmLostError, match="no worker has owned llvm-cpu"):
+            tuner.run()
+        thread.join(10)
+        assert not errors
+    assert len(records(log)) % 4 == 0 and len(records(log)) >= 4
