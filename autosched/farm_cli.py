@@ -3,7 +3,8 @@
 ``tune_on_farm`` tunes the same workloads for every target asked for (``--target llvm-cpu,opencl``, or
 ``all``: every target the farm's workers own) in one run: one Tuner per target, each with its own cost
 model, all appending to one log, each measuring on its own chip's workers at the same time as the others,
-and each learning from the others' batches as they come (transfer, as with ``--transfer-from``).
+and each learning from the others' batches as they come, and on ``--resume`` from their logged records
+(transfer, as with ``--transfer-from``, between targets of one style).
 ``autosched worker`` starts a Dask worker (under a nanny, which restarts it if it dies) that owns the
 given targets: its resources name their chips, and its plugin reports their facts to the tuner.
 """
@@ -138,6 +139,13 @@ def tune_on_farm(
         else:
             for task in tuner.tasks:
                 tuner.load_previous(task)
+    if len(tuners) > 1 and Path(log).exists():  # a resumed run: the peers' logged records teach it too
+        from .records.log import load_records
+
+        logged = load_records(log).records
+        for tuner in tuners:
+            fingerprints = {p.fingerprint for p in tuner.peers}  # type: ignore[attr-defined]
+            tuner._inbox.extend(r for r in logged if r.fingerprint in fingerprints)  # type: ignore[attr-defined]
 
     def run(tuner: Tuner) -> list[TaskState]:
         return tuner.run_scheduled() if scheduled and len(tuner.tasks) > 1 else tuner.run()

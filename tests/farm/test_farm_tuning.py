@@ -155,3 +155,15 @@ def test_workers_without_the_chip_resource_are_refused_not_waited_for():
     with Farm(client, cluster, "local:1", on_note=lambda text: None) as farm:
         with pytest.raises(FarmError, match="none declares the resource 'chip:llvm-cpu"):
             farm.measurer("llvm-cpu")
+
+
+def test_a_resumed_run_of_two_targets_learns_from_the_other_chips_logged_records(farm2, tmp_path):
+    log, targets = tmp_path / "resumed.jsonl", ["llvm-cpu", "llvm-cpu -mcpu=haswell"]
+    backend = FakeBackend(cost)
+    tune_on_farm(farm2, [small_matmul()], targets, log, TuneOptions(trials=8, batch_size=8, baseline=False),
+                 backend=backend)  # fmt: skip
+    options = TuneOptions(trials=16, batch_size=8, baseline=False, resume=True)  # one batch more each
+    done = tune_on_farm(farm2, [small_matmul()], targets, log, options, backend=backend)
+    for _, (task,) in done.values():
+        assert task.previous == 8 and task.trials == 8
+        assert task.foreign >= 8  # the other chip's 8 logged records, before its first batch of this run
