@@ -2,21 +2,24 @@
 
 Per store (one statement and the loops around it) it bounds the time by each resource:
 
-- ``compute``: vector instructions against the ports that run them (FMA units, load and store ports,
-  issue width). Lanes are filled by the vectorized loop as codegen emits it (``<N x float>`` splits
-  into ceil(N / lanes) registers); an access the vector loop cannot load contiguously costs a lane at
-  a time. Loads that do not depend on a loop are hoisted out of it (as LICM does); an accumulator whose
-  address the innermost serial loop does not move stays in a register across that loop.
-- ``chain``: the dependency chain of an accumulator: each iteration of the innermost reduction loop
-  waits FMA latency (plus a store-to-load forward when the accumulators live in memory: spilled past
-  the vector registers, or indexed by a serial loop inside the reduction).
-- ``L2``, ``L3``, ..., ``DRAM``: lines that miss one level, from the footprints of :mod:`.reuse`, at the
-  next level's bandwidth (write lines count twice: fetched and written back). Kernels are timed warm, so
-  a program that fits the last level moves nothing from memory.
+- ``compute``: instructions against the ports that run them (FMA units, load and store ports, issue
+  width). The vector loop is the one codegen emits in vector types (``<N x float>``: arithmetic widened
+  to a power of two, loads and stores split; wider-than-a-register odd widths cost far more), else the
+  innermost real loop LLVM's own vectorizer would take; a lane-varying guard on a load, or an access
+  the vector loop cannot load contiguously, costs lanes. Loops LLVM unrolls itself count as unrolled;
+  loads are hoisted out of the innermost loops that do not move them (LICM), gathers never; an
+  accumulator the innermost real loop does not move stays in a register unless too many are in flight.
+- ``chain``: the accumulators' dependency chains: inside one iteration of the innermost real loop,
+  the loops that move the store give independent chains, the others serial FMA-latency steps (plus a
+  store-to-load forward when the accumulators live in memory); short runs overlap in the out-of-order
+  window.
+- ``L2``, ``L3``, ..., ``DRAM``: lines that miss each level (:mod:`.traffic`, from the footprints and
+  set pressure of :mod:`.reuse`), at the next level's bandwidth.
 
-A store's time is its largest bound plus ``overlap`` of the others (they overlap imperfectly). Under a
-parallel loop of extent P on C cores each core runs ceil(P / C) of the P iterations; memory bandwidth
-is shared. Each parallel region entered and each heap allocation costs a fixed time.
+A store's time is its largest bound plus ``overlap`` of the others; guarded stores are weighed by how
+often their guard holds (:mod:`.guards`). Under a parallel loop of extent P on C cores the busiest core
+runs ceil(P / C) of the P iterations; memory bandwidth is shared. Each parallel region entered and each
+heap allocation costs a fixed time. The constants of :class:`Calibration` were fitted to measurements.
 """
 
 from __future__ import annotations
