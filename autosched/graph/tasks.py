@@ -124,7 +124,7 @@ def group_workload(group: FusedGroup) -> tuple[WorkloadInstance, list[Operation]
         stage = f"s{n}_{STAGE_KIND[kind]}"
         rebuilt[op] = Tensor(ComputeOp(stage, op.axis, body, op.dtype, op.tag))
     out = rebuilt[group.output]
-    if group.pattern == OpPattern.OUT_ELEMWISE_FUSABLE and len(group.ops) >= 7:
+    if group.pattern == OpPattern.OUT_ELEMWISE_FUSABLE and len(group.ops) >= 5:
         out = canonical_attention(out) or out  # an attention: the seven stages flash attention takes
     tensors = (*(placeholders[s] for s in sources), out)
     return WorkloadInstance(task_name(group.ops), {}, tensors), sources

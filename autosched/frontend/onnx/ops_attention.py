@@ -3,7 +3,7 @@
 Q, K, V in 3-d (heads folded into the hidden dim) or 4-d (B, heads, S, head size); grouped-query
 heads; a past key/value cache; a bool or additive mask (shorter than the keys: padded); causal and
 sliding-window masks aligned bottom-right; softcap; the four ``qk_matmul_output`` modes. Like ONNX's
-reference, a row whose every key is masked gives zeros, and Q and K are each scaled by sqrt(scale).
+reference, a row whose every key is masked gives zeros.
 Where no row can be wholly masked (no mask input, padding lengths or window: plain or causal attention)
 the softmax is topi's, and graph fusion makes the whole attention one flash-attention task
 (:mod:`autosched.graph.attention`); a masked attention keeps the guarded stages (several tasks).
@@ -49,7 +49,6 @@ def attention(node: Node) -> list[Any]:
     kv_heads, skv, vd = k.shape[1], k.shape[2], v.shape[3]
     reps = heads // kv_heads
     scale = node.attr("scale", 0.0) or 1.0 / math.sqrt(hd)
-    root = math.sqrt(scale)
     softcap = node.attr("softcap", 0.0)
     dtype = q.dtype
 
@@ -57,7 +56,9 @@ def attention(node: Node) -> list[Any]:
 
     def score_body(b: Any, h: Any, i: Any, j: Any) -> Any:
         kh = h // reps if reps > 1 else h
-        return te.sum((q[b, h, i, r] * root) * (k[b, kh, j, r] * root), axis=r)
+        # Q alone carries the scale (ONNX's reference scales Q and K by sqrt(scale) each: the same up to
+        # rounding) so that K is read as it is, as flash attention packs it.
+        return te.sum((q[b, h, i, r] * scale) * k[b, kh, j, r], axis=r)
 
     scores = te.compute((batch, heads, sq, skv), score_body, name="attention_scores")
     if softcap > 0:

@@ -1,0 +1,214 @@
+"""A model's attention is one task, rebuilt so that its default schedule is the flash-attention rewrite.
+
+Hand-built encoders (builders.py), ONNX ``Attention`` nodes (opset 23) and, where torch and
+transformers are installed, the exported small BERT and GPT-2: one attention task each, whose default
+schedule holds a ``flash_attention`` step, and the compiled model still matches the reference or
+onnxruntime on random inputs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autosched import te, topi
+from autosched.graph.attention import canonical_attention, match_chain
+from autosched.graph.compiled import compile_model
+from autosched.graph.ir import Graph, Input, Output
+from autosched.graph.tasks import TaskGraph, extract_tasks
+from autosched.search_space.attention_pattern import find_attentions
+from autosched.search_space.default import default_schedule
+
+from .builders import Weights, bert_like, random_inputs, reference_outputs
+
+
+def flash_tasks(tg: TaskGraph) -> list[int]:
+    """Indices of the tasks whose default schedule applies the flash rewrite."""
+    found = []
+    for n, task in enumerate(tg.tasks):
+        sch = default_schedule(list(task.instance.tensors))
+        if any(step.primitive == "flash_attention" for step in sch.trace):
+            found.append(n)
+    return found
+
+
+def compiled_matches_reference(graph: Graph, rtol: float = 1e-4) -> None:
+    inputs = random_inputs(graph)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # untuned tasks
+        got = compile_model(graph).run(inputs)
+    for name, want in reference_outputs(graph, inputs).items():
+        err = np.abs(got[name] - want).max() / np.abs(want).max()
+        assert err < rtol, f"{name}: max relative error {err:.2e}"
+
+
+def test_encoder_attention_is_one_flash_task_and_matches():
+    graph = bert_like(layers=2, seq=20, hidden=32, heads=2)  # 20 queries: no block size divides them
+    tg = extract_tasks(graph)
+    flash = flash_tasks(tg)
+    assert len(flash) == 1 and tg.tasks[flash[0]].weight == 2  # one task, run by both layers
+    names = [op.name for op in tg.calls[[c.task for c in tg.calls].index(flash[0])].group.ops]
+    assert names[-1] == "layer.0/context/MatMul" and "layer.0/Softmax_maxelem" in names
+    # Before this rule the scores, the softmax and the product with v were three tasks per layer.
+    assert not any("Softmax" in op.name for c in tg.calls if c.task != flash[0] for op in c.group.ops)
+    compiled_matches_reference(graph)
+
+
+def _attention_graph(softmax_axis: int = -1, mask: bool = True) -> Graph:
+    """(1, heads, seq, d) attention as exporters write it: MatMul with K^T, Mul, Add mask, Softmax, MatMul."""
+    w = Weights(3)
+    q = te.placeholder((1, 2, 12, 8), "float32", name="q")
+    kt = te.placeholder((1, 2, 8, 12), "float32", name="kt")  # K transposed, (batch, heads, d, keys)
+    v = te.placeholder((1, 2, 12, 8), "float32", name="v")
+    d = te.reduce_axis((0, 8), name="d")
+    scores = te.compute(
+        (1, 2, 12, 12), lambda b, h, i, j: te.sum(q[0, h, i, d] * kt[0, h, d, j], axis=d), name="MatMul"
+    )
+    x = topi.multiply(scores, 0.35, name="scores/Mul")
+    if mask:
+        x = topi.add(x, w((1, 1, 1, 12), "mask", -2.0, 0.0), name="scores/Add")
+    probs = topi.softmax(x, axis=softmax_axis, name="Softmax")
+    kv = te.reduce_axis((0, 12), name="kv")
+    out = te.compute(
+        (1, 2, 12, 8), lambda b, h, i, e: te.sum(probs[0, h, i, kv] * v[0, h, kv, e], axis=kv), name="ctx"
+    )
+    inputs = tuple(Input(t.name, t, "float32") for t in (q, kt, v))
+    return Graph("attention", inputs, (Output("out", out, "float32"),), w.values)
+
+
+@pytest.mark.parametrize("mask", [True, False])
+def test_4d_attention_with_mask_and_scale_is_flash(mask):
+    graph = _attention_graph(mask=mask)
+    tg = extract_tasks(graph)
+    assert len(tg.tasks) == 1 and flash_tasks(tg) == [0]
+    compiled_matches_reference(graph)
+
+
+def test_softmax_over_queries_is_not_attention():
+    graph = _attention_graph(softmax_axis=2)  # normalized over the wrong axis: not a softmax over keys
+    assert match_chain(graph.outputs[0].tensor.op) is None
+    tg = extract_tasks(graph)
+    assert flash_tasks(tg) == [] and len(tg.tasks) > 1
+    compiled_matches_reference(graph)
+
+
+def test_canonical_form_is_what_the_flash_matcher_takes():
+    from autosched.search_space.schedule import create_schedule
+
+    out = extract_tasks(_attention_graph()).tasks[0].instance.outputs[0]
+    (pattern,) = find_attentions(create_schedule([out]))
+    assert pattern.out == out.op.name and pattern.k_stage == "attention_k"
+    again = canonical_attention(out)  # the canonical form is an attention of its own: idempotent
+    assert again is not None and [t.shape for t in again.op.input_tensors] == [
+        t.shape for t in out.op.input_tensors
+    ]
+
+
+# ONNX Attention (opset 23) ---------------------------------------------------------------------------
+
+onnx_cases = [
+    dict(),
+    dict(is_causal=1),
+    dict(three_d=True),
+    dict(kv_heads=1, is_causal=1),  # multi-query
+    dict(masked=True),  # a mask input: the guarded softmax (a row may be all masked), still correct
+]
+
+
+def _onnx_attention(three_d=False, kv_heads=2, is_causal=0, masked=False):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    heads, seq, d = 2, 19, 16
+    shapes = {"Q": (1, heads, seq, d), "K": (1, kv_heads, seq, d), "V": (1, kv_heads, seq, d)}
+    attrs: dict = {"is_causal": is_causal}
+    if three_d:
+        shapes = {n: (1, seq, s[1] * d) for n, s in shapes.items()}
+        attrs.update(q_num_heads=heads, kv_num_heads=kv_heads)
+    names = ["Q", "K", "V"] + (["M"] if masked else [])
+    if masked:
+        shapes["M"] = (seq, seq)
+    node = helper.make_node("Attention", names, ["Y"], **attrs)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in names]
+    y_shape = (1, seq, heads * d) if three_d else (1, heads, seq, d)
+    outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, y_shape)]
+    graph = helper.make_graph([node], "attention", inputs, outputs)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    m.ir_version = 10
+    onnx.checker.check_model(m)
+    rng = np.random.default_rng(5)
+    feeds = {n: rng.standard_normal(shapes[n]).astype("float32") for n in names}
+    if masked:
+        feeds["M"] = np.where(rng.random((seq, seq)) < 0.3, -np.inf, 0.0).astype("float32")
+        feeds["M"][3, :] = -np.inf  # one query sees no key: ONNX gives zeros
+    return m, feeds
+
+
+@pytest.mark.parametrize(
+    "case", onnx_cases, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()) or "plain"
+)
+def test_onnx_attention_node_is_one_flash_task_and_matches_onnxruntime(case):
+    ort = pytest.importorskip("onnxruntime")
+    from autosched.frontend.onnx import from_onnx
+
+    m, feeds = _onnx_attention(**case)
+    try:
+        session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as e:  # an older onnxruntime without opset 23
+        pytest.skip(f"onnxruntime cannot run Attention-23: {e}")
+    (want,) = session.run(None, feeds)
+    graph = from_onnx(m)
+    tg = extract_tasks(graph)
+    flash = flash_tasks(tg)
+    if case.get("masked"):
+        assert flash == []  # the guarded stages: zeros for a fully masked row
+    else:
+        assert len(flash) == 1 and tg.tasks[flash[0]].weight == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = compile_model(graph).run(feeds)["Y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# Exported transformers -------------------------------------------------------------------------------
+
+EXPORT = Path(__file__).resolve().parents[2] / "benchmarks" / "models" / "export.py"
+
+
+def _exporter():
+    for module in ("torch", "transformers", "onnx", "onnxruntime"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed")
+    spec = importlib.util.spec_from_file_location("model_export", EXPORT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["model_export"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_exported_transformer_attention_is_one_flash_task(name, tmp_path):
+    import onnxruntime as ort
+
+    from autosched.frontend.onnx import from_onnx
+
+    exporter = _exporter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = exporter.export_model(name, tmp_path, small=True)
+    tg = extract_tasks(from_onnx(path))
+    flash = flash_tasks(tg)
+    assert len(flash) == 1 and tg.tasks[flash[0]].weight == 2  # both layers' attention: one task
+    assert not any("softmax" in t.name for t in tg.tasks)  # no softmax task of its own is left
+    inputs = exporter.example_inputs(name, small=True, seed=7)
+    (want,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = compile_model(path).run(inputs)["last_hidden_state"]
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-4
