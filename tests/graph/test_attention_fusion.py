@@ -212,3 +212,21 @@ def test_exported_transformer_attention_is_one_flash_task(name, tmp_path):
         warnings.simplefilter("ignore")
         got = compile_model(path).run(inputs)["last_hidden_state"]
     assert np.abs(got - want).max() / np.abs(want).max() < 1e-4
+
+
+@pytest.mark.parametrize("dialect", ["opencl", "cuda"])
+def test_attention_task_lowers_for_gpu_targets(dialect):
+    """GPU-style targets keep the unfused stages inside the one task: it lowers and renders kernels."""
+    from autosched.codegen.c_like import CUDA, OPENCL, render_c_like
+    from autosched.lower.pipeline import lower, run_gpu_passes
+    from autosched.search_space.gpu_sketch import default_gpu_schedule
+
+    tg = extract_tasks(bert_like(layers=1, seq=20, hidden=32, heads=2))
+    (n,) = flash_tasks(tg)
+    inst = tg.tasks[n].instance
+    sch = default_gpu_schedule(list(inst.outputs))
+    assert all(step.primitive != "flash_attention" for step in sch.trace)
+    program = render_c_like(
+        run_gpu_passes(lower(sch, inst.tensors, "att")), OPENCL if dialect == "opencl" else CUDA
+    )
+    assert "exp" in program.source and len(program.kernels) >= 5  # qk, max, sum, ... each a kernel
