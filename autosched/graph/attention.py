@@ -14,7 +14,7 @@ scale stay inlined in the operands; the head merge after the output stays with t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import te
@@ -23,6 +23,7 @@ from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Reduce, Tensor, Ten
 from ..te.visit import rewrite, substitute
 
 MAX_INLINE_DEPTH = 24  # producers followed through; deeper chains are left as reads (no match)
+MAX_INLINE_READS = 4096
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,18 +39,24 @@ class Chain:
     values: Expr  # V(lead, kv, e)
 
 
-def _inline(e: Expr, depth: int = 0) -> Expr:
-    """``e`` with every read of an elementwise or injective compute replaced by its body; unit axes -> 0."""
+def _inline(e: Expr, depth: int = 0, budget: list[int] | None = None) -> Expr:
+    """``e`` with every read of an elementwise or injective compute replaced by its body; unit axes -> 0.
+
+    At most MAX_INLINE_READS reads are inlined in all (a long chain reading its input twice a step
+    would grow exponentially): past that, reads stay reads, and a match fails rather than hangs."""
+    left = [MAX_INLINE_READS] if budget is None else budget
 
     def fn(n: Expr) -> Expr | None:
         if isinstance(n, IterVar) and n.extent == 1:
             return const(0, n.dtype)
         if not isinstance(n, TensorRead):
             return None
-        idx = tuple(_inline(i, depth) for i in n.indices)
+        idx = tuple(_inline(i, depth, left) for i in n.indices)
         op = n.tensor.op
         if isinstance(op, ComputeOp) and not isinstance(op.body, Reduce) and depth < MAX_INLINE_DEPTH:
-            return _inline(substitute(op.body, dict(zip(op.axis, idx, strict=True))), depth + 1)
+            if left[0] > 0:
+                left[0] -= 1
+                return _inline(substitute(op.body, dict(zip(op.axis, idx, strict=True))), depth + 1, left)
         return TensorRead(n.tensor, idx, n.dtype)
 
     return rewrite(e, fn)
@@ -327,8 +334,3 @@ def _softmax_contract(x: Tensor, v: Tensor) -> Tensor:
         lambda b, h, i, ee: te.sum(probs[b, h, i, rv] * v[b, h, rv, ee], axis=rv),
         name="attention",
     )
-
-
-def is_attention(ops: Sequence[ComputeOp], check: Callable[[Operation], object] = match_chain) -> bool:
-    """Whether the group ``ops`` ends with an attention."""
-    return bool(ops) and check(ops[-1]) is not None

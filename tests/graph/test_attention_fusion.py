@@ -230,3 +230,21 @@ def test_attention_task_lowers_for_gpu_targets(dialect):
         run_gpu_passes(lower(sch, inst.tensors, "att")), OPENCL if dialect == "opencl" else CUDA
     )
     assert "exp" in program.source and len(program.kernels) >= 5  # qk, max, sum, ... each a kernel
+
+
+def test_a_deep_chain_reading_its_input_twice_does_not_hang_the_matcher():
+    x = te.placeholder((4, 8), "float32", name="x")
+    w = te.placeholder((8, 8), "float32", name="w")
+    h = x
+
+    def square(t: te.Tensor, n: int) -> te.Tensor:
+        return te.compute(t.shape, lambda i, j: t[i, j] * t[i, j] + 0.5, name=f"poly{n}")
+
+    for n in range(40):  # inlined naively: 2**24 reads
+        h = square(h, n)
+    y = topi.matmul(h, w)
+    assert match_chain(y.op) is None
+    graph = Graph(
+        "poly", (Input("x", x, "float32"),), (Output("y", y, "float32"),), {w.op: np.eye(8, dtype="float32")}
+    )
+    assert len(extract_tasks(graph).tasks) >= 1
