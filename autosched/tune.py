@@ -77,6 +77,8 @@ class TuneOptions:
     # --- logs across chips (issue 6) ---
     transfer_from: tuple[str, ...] = ()  # logs whose other-chip records train the model and seed the search
     transfer_top: int = 16  # the best foreign schedules, re-measured on this target first
+    # --- a pretrained cost model (issue 20): a path, "auto" (the shipped one), or None ---
+    cost_model: str | None = None  # guides a workload that has no record on this chip yet
 
     def __post_init__(self) -> None:
         """Refuse values that would make a run do nothing or loop forever, naming the CLI option."""
@@ -153,6 +155,7 @@ class Tuner:
         cores = self.options.num_threads or self.chip.cores
         lanes = max(4, self.chip.vector_bits // 32)
         self.model = self._shared_model()
+        self._pretrained: Any = None  # --cost-model, loaded once (False: none shipped)
         self.tasks = [self._task(inst, cores, lanes) for inst in instances]
 
     def _local_measurer(self) -> Any:
@@ -197,7 +200,8 @@ class Tuner:
     def load_previous(self, task: TaskState) -> list[str]:
         """Fold in the records of this workload and chip already in the log; returns problems."""
         if not self.log_path.exists():
-            return self.load_transfer(task) if self.options.transfer_from else []  # issue 6
+            notes = self.load_transfer(task) if self.options.transfer_from else []  # issue 6
+            return notes + self.load_cost_model(task)  # issue 20
         res = load_records(self.log_path, target_fingerprint=self.fingerprint, workload=task.inst)
         traces, costs = [], []
         for rec in res.records:
@@ -215,7 +219,7 @@ class Tuner:
             notes.append(f"{res.foreign} record(s) of {task.inst.name} for other chips were not used")
         if self.options.transfer_from:
             notes += self.load_transfer(task)
-        return notes
+        return notes + self.load_cost_model(task)  # issue 20
 
     # --- logs across chips (issue 6): --transfer-from ------------------------------------------------
     def load_transfer(self, task: TaskState) -> list[str]:
@@ -247,9 +251,34 @@ class Tuner:
             notes.append(f"transfer: the {o.strategy} strategy cannot learn from other chips; "
                          f"{len(ts.foreign)} record(s) not used")  # fmt: skip
         elif ts.foreign and callable(seed_foreign):
-            queued = seed_foreign(ts.foreign, o.transfer_top)
+            # issue 20: a prior weighted by chip similarity, overridden by this chip's results; a few
+            # foreign best schedules first, more only while they rank well here
+            from .search.transfer import attach_foreign
+
+            guide, queued = attach_foreign(task.strategy, ts.foreign, self.chip, o.transfer_top)
             task.foreign = len(ts.foreign)
+            notes.append(f"transfer: {guide.describe()}")
         return [ts.describe(task.inst.name, self.fingerprint, queued), *notes]
+
+    # --- a pretrained cost model (issue 20): --cost-model ---------------------------------------------
+    def load_cost_model(self, task: TaskState) -> list[str]:
+        """Guide a task with no record on this chip (none in the log, none transferred) by
+        ``options.cost_model``; the note says which model, or why none is used."""
+        spec = self.options.cost_model
+        if spec is None or spec == "none" or task.previous or task.foreign:
+            return []
+        if not hasattr(task.strategy, "model"):
+            return [f"cost model: the {self.options.strategy} strategy uses no cost model; {spec} not used"]
+        from .cost_model.pretrained import load_cost_model
+        from .search.transfer import attach_pretrained
+
+        if self._pretrained is None:
+            self._pretrained = load_cost_model(spec) or False
+        if self._pretrained is False:
+            return [f"cost model: no shipped pretrained model in this install; {task.inst.name} starts cold"]
+        attach_pretrained(task.strategy, self._pretrained, self.fingerprint)
+        return [f"cost model: {task.inst.name} has no log on {self.fingerprint}: guided by pretrained "
+                f"{self._pretrained.describe()}"]  # fmt: skip
 
     # Loop -----------------------------------------------------------------------------------------
     def run(self) -> list[TaskState]:

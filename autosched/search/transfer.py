@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..chip import ChipInfo
 from ..records.log import LogProblem, load_records, trace_key
@@ -119,3 +121,205 @@ def best_foreign(records: Iterable[TuningRecord], k: int) -> list[TuningRecord]:
             by_trace[key] = (rel, r)
     ranked = sorted(by_trace.values(), key=lambda t: t[0])  # stable: ties keep log order
     return [r for _, r in ranked[: max(0, k)]]
+
+
+# --- transfer that never hurts (issue 20): a prior, not an anchor ---------------------------------------
+def chip_similarity(a: ChipInfo, b: ChipInfo) -> float:
+    """How alike two chips are, in [0, 1], from their facts: kind, ISA, vector bits, cores, caches, peak.
+
+    1.0 for the same facts; a GPU and a CPU score 0.1 at most. Example: the native AVX-512 CPU and
+    ``-mcpu=haswell`` on it differ in vector bits and ISA features only, about 0.7.
+    """
+
+    def ratio(x: float, y: float) -> float:
+        return 1.0 if x <= 0 or y <= 0 else min(x, y) / max(x, y)
+
+    fa, fb = set(a.features), set(b.features)
+    isa = len(fa & fb) / len(fa | fb) if fa | fb else 1.0
+    parts = [
+        (2.0, ratio(a.vector_bits, b.vector_bits)),
+        (1.0, isa),
+        (1.0, ratio(a.cores, b.cores)),
+        (0.5, ratio(a.l1_bytes, b.l1_bytes)),
+        (0.5, ratio(a.l2_bytes, b.l2_bytes)),
+        (1.0, ratio(a.peak_gflops, b.peak_gflops)),
+    ]
+    score = sum(w * v for w, v in parts) / sum(w for w, _ in parts)
+    return score if a.kind == b.kind else 0.1 * score
+
+
+def _avg_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 0, ties sharing their mean rank (else tied rows would correlate by their order)."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=np.float64)
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return np.asarray(sums[inverse] / counts[inverse], dtype=np.float64)
+
+
+def rank_correlation(pred: np.ndarray, labels: np.ndarray) -> float:
+    """Spearman's rho of predictions against labels (higher is faster); 0.0 when either is constant."""
+    pred, labels = np.asarray(pred, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    if len(pred) < 3 or np.ptp(pred) == 0 or np.ptp(labels) == 0:
+        return 0.0
+    return float(np.corrcoef(_avg_ranks(pred), _avg_ranks(labels))[0, 1])
+
+
+def _ranks01(x: np.ndarray) -> np.ndarray:
+    if len(x) < 2:
+        return np.zeros(len(x))
+    return _avg_ranks(x) / (len(x) - 1.0)
+
+
+class GuidedModel:
+    """The search's own cost model, guided by a prior whose say falls as this chip's results arrive.
+
+    The prior is either a model trained on other chips' records (``add`` of a group ``"<key>@<chip>"``,
+    what :meth:`EvolutionarySearch.seed_foreign` writes) or a pretrained model. Scores mix the two
+    models' ranks with the prior's weight ``similarity * trust * half_life / (half_life + n)``, ``n``
+    the rows measured here; ``trust`` is the rank correlation of the prior's predictions with this
+    chip's measurements (judged once ``min_judge`` of them are in), so a source whose schedules rank
+    badly here stops counting. Until this chip has results, the prior guides the search only with
+    ``guide_untrained`` (a pretrained model: the user's choice); foreign records otherwise only queue
+    their best schedules. ``on_judged(trust)`` is called after each judgement (to queue more foreign
+    schedules while they are worth it).
+    """
+
+    def __init__(
+        self,
+        own: Any,
+        prior: Any = None,
+        *,
+        similarity: float = 1.0,
+        half_life: int = 48,
+        min_judge: int = 8,
+        guide_untrained: bool = False,
+        on_judged: Callable[[float], None] | None = None,
+    ):
+        self.own = own
+        self.prior = prior
+        self.similarity = float(similarity)
+        self.half_life = half_life
+        self.min_judge = min_judge
+        self.guide_untrained = guide_untrained
+        self.on_judged = on_judged
+        self.trust: float | None = None
+        self._rows: list[np.ndarray] = []
+        self._costs: list[float] = []
+        self._foreign_groups: set[str] = set()
+        self.prior_frozen = False  # foreign rows added after this are ignored
+
+    # the XGBModel interface the searches use ------------------------------------------------------
+    @property
+    def n_samples(self) -> int:
+        return int(self.own.n_samples) + int(getattr(self.prior, "n_samples", 0))
+
+    @property
+    def n_own(self) -> int:
+        return len(self._costs)
+
+    @property
+    def trained(self) -> bool:
+        if self.own.trained:
+            return True  # the prior is mixed in (or not) by predict
+        return self._prior_ready and self.guide_untrained  # foreign records: queued schedules, no guidance
+
+    @property
+    def _prior_ready(self) -> bool:
+        return self.prior is not None and bool(self.prior.trained)
+
+    def add(self, group: str, features: np.ndarray, costs: Sequence[float]) -> None:
+        if "@" in group:  # another chip's records: they train the prior only
+            if self.prior_frozen:
+                return
+            if self.prior is None:
+                from ..cost_model.xgb import XGBModel
+
+                self.prior = XGBModel("rank", seed=getattr(self.own, "seed", 0))
+            self._foreign_groups.add(group)
+            self.prior.add(group, features, costs)
+            return
+        self.own.add(group, features, costs)
+        X = np.asarray(features, dtype=np.float64).reshape(len(costs), -1)
+        self._rows.extend(X)
+        self._costs.extend(float(c) for c in costs)
+
+    def update(self, group: str, features: np.ndarray, costs: Sequence[float]) -> None:
+        self.add(group, features, costs)
+        self.fit()
+
+    def fit(self) -> None:
+        if self._foreign_groups and hasattr(self.prior, "fit"):
+            self.prior.fit()
+            self._foreign_groups.clear()
+        self.own.fit()
+        self._judge()
+
+    def _judge(self) -> None:
+        if not self._prior_ready or self.n_own < self.min_judge:
+            return
+        from ..cost_model.xgb import relative_labels
+
+        labels = relative_labels(self._costs)
+        self.trust = rank_correlation(self.prior.predict(np.stack(self._rows)), labels)
+        if self.on_judged is not None:
+            self.on_judged(self.trust)
+
+    def weight(self) -> float:
+        """The prior's share of the scores now: 0 without a prior or once it ranks this chip badly."""
+        if not self._prior_ready:
+            return 0.0
+        trust = 1.0 if self.trust is None else min(1.0, max(0.0, (self.trust - 0.1) / 0.5))
+        return self.similarity * trust * self.half_life / (self.half_life + self.n_own)
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        w = self.weight()
+        if w <= 0 or not self._prior_ready:
+            return np.asarray(self.own.predict(features), dtype=np.float64)
+        prior = _ranks01(np.asarray(self.prior.predict(features), dtype=np.float64))
+        if not self.own.trained:
+            return prior
+        own = _ranks01(np.asarray(self.own.predict(features), dtype=np.float64))
+        return (1 - w) * own + w * prior
+
+    def describe(self) -> str:
+        trust = "not judged yet" if self.trust is None else f"rank correlation {self.trust:.2f} here"
+        return f"prior weight {self.weight():.2f} (similarity {self.similarity:.2f}, {trust})"
+
+
+def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInfo, top: int,
+                   chunk: int = 4) -> tuple[GuidedModel, int]:  # fmt: skip
+    """Guide ``strategy`` (an EvolutionarySearch) by other chips' ``records``: they train a prior
+    weighted by how alike their chips are to ``chip``; their best ``chunk`` schedules are queued, and
+    ``chunk`` more each time this chip's results show the prior ranks them well (rho >= 0.3), up to
+    ``top`` in all. Returns the guide and how many schedules were queued first."""
+    counts = Counter(r.fingerprint for r in records)
+    facts = {r.fingerprint: chip_from_json(r.chip) for r in records}
+    sim = sum(n * chip_similarity(facts[fp], chip) for fp, n in counts.items()) / max(1, sum(counts.values()))
+    state = {"queued": 0, "judged_at": -1}
+    guide = GuidedModel(strategy.model, similarity=sim)
+
+    def more(trust: float) -> None:
+        if trust < 0.3 or state["queued"] >= top or guide.n_own == state["judged_at"]:
+            return
+        state["judged_at"] = guide.n_own
+        nxt = best_foreign(records, min(top, state["queued"] + chunk))[state["queued"] :]
+        state["queued"] += len(nxt)
+        if nxt:
+            strategy.seed_foreign(nxt, len(nxt))  # queues them; the prior is already trained (frozen)
+
+    strategy.model = guide
+    first = strategy.seed_foreign(records, min(top, chunk))
+    state["queued"] = first
+    guide.prior_frozen = True  # later chunks only queue: their records are in the prior already
+    guide.on_judged = more
+    return guide, first
+
+
+def attach_pretrained(strategy: Any, pretrained: Any, fingerprint: str) -> GuidedModel:
+    """Guide ``strategy`` by a pretrained model from the first round; this chip's results take over."""
+    known = fingerprint in (getattr(pretrained, "header", {}) or {}).get("chips", [])
+    guide = GuidedModel(strategy.model, pretrained, similarity=1.0 if known else 0.8, guide_untrained=True)
+    strategy.model = guide
+    return guide
