@@ -66,6 +66,7 @@ def tune_options(ns: argparse.Namespace) -> Any:
         trials=ns.trials, batch_size=ns.batch_size, strategy=ns.strategy, resume=ns.resume, seed=ns.seed,
         num_threads=ns.threads, timeout_s=ns.timeout, early_stopping=ns.early_stop,
         transfer_from=tuple(ns.transfer_from or ()), transfer_top=ns.transfer_top,  # issue 6
+        cost_model=getattr(ns, "cost_model", None),  # issue 20
         flush_cache=ns.flush_cache,
     )  # fmt: skip
 
@@ -74,8 +75,10 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     from .progress import TuneProgress, print_summary
     from .tune import Tuner
 
-    if ns.op_file.endswith(".onnx") and ns.cluster:
-        raise AutoschedError("--cluster tunes operator files; a model .onnx is tuned on this machine for now")
+    if ns.op_file.endswith(".onnx") and ns.cluster:  # a model on a farm (issue 15): farm_cli.py
+        from .farm_cli import cmd_tune_model_farm
+
+        return cmd_tune_model_farm(ns, tune_options(ns))
     if ns.op_file.endswith(".onnx"):  # a model: its tasks tuned together (graph/tune_model.py, issue 12)
         from .graph.tune_model import cmd_tune_model
 
@@ -194,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "are not measured again)")  # fmt: skip
     t.add_argument("--transfer-top", type=int, default=16, metavar="K",
                    help="foreign schedules measured first with --transfer-from (default 16)")  # fmt: skip
+    t.add_argument("--cost-model", default="auto", metavar="M",
+                   help="a model from `autosched model train` to guide workloads with no log on this chip; "
+                        "default auto: the shipped pretrained model; none: start cold")  # fmt: skip
     # --- end logs across chips ---
     # --- measurement farms (issue 15): farm_cli.py ---
     t.add_argument("--cluster", metavar="tcp://HOST:8786 | local:N",
@@ -232,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .sim_cli import add_sim_parser
 
     add_sim_parser(sub)  # autosched sim explain: sim_cli.py (issue 16)
+    from .cost_model.cli import add_model_parser
+
+    add_model_parser(sub)  # autosched model train: cost_model/cli.py (issue 20)
     return p
 
 

@@ -156,6 +156,7 @@ class Tuner:
         lanes = max(4, self.chip.vector_bits // 32)
         self.model = self._shared_model()
         self._pretrained: Any = None  # --cost-model, loaded once (False: none shipped)
+        self._refused = ""  # why the shipped model was not used (another feature set)
         self.tasks = [self._task(inst, cores, lanes) for inst in instances]
 
     def _local_measurer(self) -> Any:
@@ -269,11 +270,18 @@ class Tuner:
             return []
         if not hasattr(task.strategy, "model"):
             return [f"cost model: the {self.options.strategy} strategy uses no cost model; {spec} not used"]
-        from .cost_model.pretrained import load_cost_model
+        from .cost_model.pretrained import CostModelError, load_cost_model
         from .search.transfer import attach_pretrained
 
         if self._pretrained is None:
-            self._pretrained = load_cost_model(spec) or False
+            try:
+                self._pretrained = load_cost_model(spec) or False
+            except CostModelError as e:
+                if spec != "auto":
+                    raise  # the user's own model: refused loudly
+                self._refused, self._pretrained = str(e), False
+        if self._refused:
+            return [f"cost model: shipped model not used ({self._refused}); {task.inst.name} starts cold"]
         if self._pretrained is False:
             return [f"cost model: no shipped pretrained model in this install; {task.inst.name} starts cold"]
         attach_pretrained(task.strategy, self._pretrained, self.fingerprint)

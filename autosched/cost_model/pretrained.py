@@ -153,7 +153,7 @@ class PretrainedModel:
         if theirs != ours:
             raise CostModelError(
                 f"cost model {path} was trained on feature set {feature_set_id(theirs)}; this autosched "
-                f"computes feature set {feature_set_id(ours)}: retrain it with `autosched model train LOG... -o M`"
+                f"computes feature set {feature_set_id(ours)}: retrain it (autosched model train LOG... -o M)"
             )
         booster = xgb.Booster(params={"nthread": nthread})
         booster.load_model(bytearray(json.dumps(data.pop("booster")).encode()))
