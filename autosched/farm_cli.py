@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,9 +25,11 @@ from typing import TYPE_CHECKING, Any
 from .errors import AutoschedError
 
 if TYPE_CHECKING:  # the tuner is imported when a run starts: `autosched --help` stays quick
+    from .graph.tune_model import ModelTuner
     from .tune import TaskState, TuneOptions, Tuner
 
 _LOG_LOCK = threading.Lock()  # the targets' tuners share one log: one batch written at a time
+INTERRUPTED = "\ninterrupted: every finished batch is in {log}; continue with --resume"
 SHARE_TOP = 2  # of each batch another chip measured, the best schedules measured here too (transfer)
 
 
@@ -119,47 +122,103 @@ def tune_on_farm(
     ``on_tuner(tuner)`` is called for each tuner before it runs (headers, notes of resumed logs).
     A FarmLostError from any target stops the run (the finished batches of all are in the log).
     """
-    from .measure.farm_worker import LocalBackend
-
-    o = options
-    backend = backend or LocalBackend(o.timeout_s, o.repeat, o.num_threads, o.flush_cache)
-    tuners = []
-    for target in targets:
-        measurer = farm.measurer(target, backend)
-        tuners.append(_farm_tuner(instances, target, log, options, measurer=measurer, reporter=reporter))
-    from .hai.registry import style_of
-
-    # Schedules transfer between chips of one style only: a GPU's thread bindings mean nothing on a CPU.
-    for tuner in tuners:
-        peers = [t for t in tuners if t is not tuner and style_of(t.target) == style_of(tuner.target)]
-        tuner.peers = peers  # type: ignore[attr-defined]
+    backend = backend or _backend(options)
+    tuners = [_farm_tuner(instances, target, log, options, measurer=farm.measurer(target, backend),
+                          reporter=reporter) for target in targets]  # fmt: skip
+    _link_peers(tuners)
     for tuner in tuners:
         if on_tuner is not None:
             on_tuner(tuner)
         else:
             for task in tuner.tasks:
                 tuner.load_previous(task)
-    if len(tuners) > 1 and Path(log).exists():  # a resumed run: the peers' logged records teach it too
-        from .records.log import load_records
-
-        logged = load_records(log).records
-        for tuner in tuners:
-            fingerprints = {p.fingerprint for p in tuner.peers}  # type: ignore[attr-defined]
-            tuner._inbox.extend(r for r in logged if r.fingerprint in fingerprints)  # type: ignore[attr-defined]
+    _learn_from_logged_peers(tuners, log)
 
     def run(tuner: Tuner) -> list[TaskState]:
         return tuner.run_scheduled() if scheduled and len(tuner.tasks) > 1 else tuner.run()
 
-    if len(tuners) == 1:
-        return {str(tuners[0].target): (tuners[0], run(tuners[0]))}
-    with ThreadPoolExecutor(len(tuners), thread_name_prefix="autosched-farm") as pool:
-        futures = [pool.submit(run, t) for t in tuners]
+    results = _run_together(tuners, [functools.partial(run, t) for t in tuners])
+    return {str(t.target): (t, r) for t, r in zip(tuners, results)}
+
+
+def tune_model_on_farm(
+    farm: Any,
+    model: Any,
+    targets: Sequence[str],
+    log: str | Path,
+    options: TuneOptions,
+    *,
+    backend: Any = None,
+    reporter: Any = None,
+    input_shapes: Any = None,
+    on_model: Any = None,
+) -> dict[str, ModelTuner]:
+    """Tune a model (a Graph, an ``.onnx`` path or a ModelProto) for each target on ``farm``, all at once,
+    as :func:`tune_on_farm` tunes operators: one ModelTuner per target, each spending ``--trials`` over
+    the model's tasks on its own chip's workers, learning from the other chips' batches, one log.
+
+    ``on_model(model_tuner)`` is called for each before any runs; it must call ``load_previous`` (the
+    default does). Returns target -> ModelTuner, run.
+    """
+    from .graph.compiled import as_graph
+    from .graph.tune_model import ModelTuner
+
+    backend = backend or _backend(options)
+    graph = as_graph(model, input_shapes)  # parsed once: every target tunes the same tasks
+    mts = [ModelTuner(graph, target, log, options, measurer=farm.measurer(target, backend), reporter=reporter,
+                      tuner_factory=_farm_tuner) for target in targets]  # fmt: skip
+    _link_peers([mt.tuner for mt in mts])
+    for mt in mts:
+        if on_model is not None:
+            on_model(mt)
+        else:
+            mt.load_previous()
+    _learn_from_logged_peers([mt.tuner for mt in mts], log)
+    _run_together([mt.tuner for mt in mts], [mt.run for mt in mts])
+    return {str(mt.tuner.target): mt for mt in mts}
+
+
+def _backend(options: TuneOptions) -> Any:
+    from .measure.farm_worker import LocalBackend
+
+    o = options
+    return LocalBackend(o.timeout_s, o.repeat, o.num_threads, o.flush_cache)
+
+
+def _link_peers(tuners: Sequence[Tuner]) -> None:
+    """Each tuner's peers: the others of its style (a GPU's thread bindings mean nothing on a CPU)."""
+    from .hai.registry import style_of
+
+    for tuner in tuners:
+        peers = [t for t in tuners if t is not tuner and style_of(t.target) == style_of(tuner.target)]
+        tuner.peers = peers  # type: ignore[attr-defined]
+
+
+def _learn_from_logged_peers(tuners: Sequence[Tuner], log: str | Path) -> None:
+    """A resumed run of several targets: the peers' logged records teach each one too."""
+    if len(tuners) < 2 or not Path(log).exists():
+        return
+    from .records.log import load_records
+
+    logged = load_records(log).records
+    for tuner in tuners:
+        fingerprints = {p.fingerprint for p in tuner.peers}  # type: ignore[attr-defined]
+        tuner._inbox.extend(r for r in logged if r.fingerprint in fingerprints)  # type: ignore[attr-defined]
+
+
+def _run_together(tuners: Sequence[Tuner], runs: Sequence[Callable[[], Any]]) -> list[Any]:
+    """``runs[i]()`` drives ``tuners[i]``; all at once in threads, results in order. The first failure
+    (FarmLostError, Ctrl-C) stops the others after their batch in flight, and is raised."""
+    if len(runs) == 1:
+        return [runs[0]()]
+    with ThreadPoolExecutor(len(runs), thread_name_prefix="autosched-farm") as pool:
+        futures = [pool.submit(run) for run in runs]
         try:
             wait(futures, return_when=FIRST_EXCEPTION)  # one target's failure ends the run for all
             for f in futures:
                 if f.done() and f.exception() is not None:
                     raise f.exception()  # type: ignore[misc]
-            return {str(t.target): (t, f.result()) for t, f in zip(tuners, futures)}
+            return [f.result() for f in futures]
         except BaseException:  # Ctrl-C, or the farm lost under one target: the others stop after their batch
             for t in tuners:
                 t.stop.set()  # type: ignore[attr-defined]
@@ -195,13 +254,59 @@ def cmd_tune_farm(ns: argparse.Namespace, instances: list[Any], log: str, option
                 raise FarmLostError(f"{e} (log {log})") from e
             except KeyboardInterrupt:
                 progress.stop()
-                print(
-                    f"\ninterrupted: every finished batch is in {log}; continue with --resume",
-                    file=sys.stderr,
-                )
+                print(INTERRUPTED.format(log=log), file=sys.stderr)
                 return 130
     for tuner, tasks in done.values():
         print_summary(tasks, tuner)
+    return 0
+
+
+def cmd_tune_model_farm(ns: argparse.Namespace, options: TuneOptions) -> int:
+    """``autosched tune model.onnx --cluster ...``: each target's model summary; on ``local:N`` also the
+    compiled model checked against (and raced with) onnxruntime here, where its kernels ran."""
+    from .graph.export import parse_input_shapes
+    from .graph.tune_model import report_model
+    from .measure.farm import Farm, FarmLostError
+    from .progress import ModelProgress, print_model_summary
+
+    log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"
+    shapes = parse_input_shapes(getattr(ns, "input_shape", None))
+    wanted = requested_targets(ns.target)
+    local = ns.cluster.startswith("local:")
+    if not local:  # numpy would be timed here, the kernels on other machines
+        options = dataclasses.replace(options, baseline=False)
+    owned = (wanted or local_targets()) if local else []  # what local:N workers own
+    with ModelProgress() as progress:
+        with Farm.connect(ns.cluster, owned, on_note=progress.note) as farm:
+            targets = wanted or farm.targets()
+            progress.note(f"tuning the model on {len(targets)} target(s) of the farm: {', '.join(targets)}")
+
+            def begin(mt: ModelTuner) -> None:
+                progress.attach(mt)
+                for note in mt.load_previous():
+                    progress.note(note)
+                progress.begin(mt.budget(), mt, label=str(mt.tuner.target) if len(targets) > 1 else "trials")
+
+            try:
+                done = tune_model_on_farm(farm, ns.op_file, targets, log, options, reporter=progress.report,
+                                          input_shapes=shapes, on_model=begin)  # fmt: skip
+            except FarmLostError as e:
+                progress.stop()
+                raise FarmLostError(f"{e} (log {log})") from e
+            except KeyboardInterrupt:
+                progress.stop()
+                print(INTERRUPTED.format(log=log), file=sys.stderr)
+                return 130
+    for target, mt in done.items():
+        if local:  # the workers were processes of this machine: its kernels run here as they ran there
+            report_model(mt, ns.op_file, log)
+            continue
+        print_model_summary(mt, None)
+        print(
+            f"{target}: the kernels ran on the farm's machines ({ns.cluster}), so the end-to-end check and "
+            f"race against onnxruntime are skipped here; on a machine with that chip, `autosched build "
+            f"{ns.op_file} --log {log} --target '{target}' -o DIR` builds the tuned model"
+        )
     return 0
 
 

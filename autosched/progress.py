@@ -29,7 +29,10 @@ def _failures(task: TaskState) -> str:
 
 
 class TuneProgress:
-    """Trials done of N, best latency and GFLOP/s, failures by kind, ETA, per workload."""
+    """Trials done of N, best latency and GFLOP/s, failures by kind, ETA, per workload.
+
+    With several targets in one run (a farm, issue 15), each bar and note names its target too.
+    """
 
     def __init__(self, trials: int, console: Console | None = None):
         self.console = console or Console(stderr=True, soft_wrap=True)
@@ -45,6 +48,8 @@ class TuneProgress:
             transient=False,
         )
         self.ids: dict[int, Any] = {}
+        self.targets: list[str] = []  # of the tuners given to header(), in order
+        self._tasks: dict[int, TaskState] = {}  # id(task) -> the task of each bar
 
     def __enter__(self) -> TuneProgress:
         self.progress.start()
@@ -57,6 +62,10 @@ class TuneProgress:
         self.progress.stop()
 
     def header(self, tuner: Any) -> None:
+        if str(tuner.target) not in self.targets:
+            self.targets.append(str(tuner.target))
+            for key, task in self._tasks.items():  # a bar made while there was one target: name it too
+                self.progress.update(self.ids[key], description=self.label(task))
         chip = tuner.chip
         self.console.print(
             f"target [bold]{tuner.target}[/] ({chip.name}, {chip.cores} cores, "
@@ -66,19 +75,25 @@ class TuneProgress:
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]note:[/] {text}")
 
+    def label(self, task: TaskState) -> str:
+        """The workload's name, and its target when the run tunes several (``matmul (opencl)``)."""
+        if len(self.targets) > 1 and task.measure_task is not None:
+            return f"{task.inst.name} ({task.measure_task.target})"
+        return task.inst.name
+
     def report(self, event: str, task: TaskState) -> None:
+        name = self.label(task)
         if event == "reference":  # a large workload's reference takes seconds: say why nothing moves
-            self.note(f"{task.inst.name}: computing the reference...")
+            self.note(f"{name}: computing the reference...")
             return
         key = id(task)
         if event == "start":
             self.ids[key] = self.progress.add_task(
-                task.inst.name, total=max(task.budget, 1), best=self._best(task), failures=_failures(task)
+                name, total=max(task.budget, 1), best=self._best(task), failures=_failures(task)
             )
+            self._tasks[key] = task
             if task.previous:
-                self.note(
-                    f"{task.inst.name}: {task.previous} record(s) already in the log will not be re-measured"
-                )
+                self.note(f"{name}: {task.previous} record(s) already in the log will not be re-measured")
         tid = self.ids[key]
         self.progress.update(tid, completed=task.trials, best=self._best(task), failures=_failures(task))
         if event == "done":
@@ -179,19 +194,27 @@ def _view(task: TaskState, weight: float) -> Any:
 class ModelProgress:
     """Live progress of a model's tuning: trials of the budget, the estimated model latency, the task table.
 
-    On a terminal the table is redrawn after every batch; otherwise each batch prints one line.
+    On a terminal the table is redrawn after every batch; otherwise each batch prints one line. A farm
+    tunes the model for several targets at once (issue 15): one bar and one table per target, each
+    labelled with it.
     """
 
     def __init__(self, console: Console | None = None):
         self.console = console or Console(stderr=True, soft_wrap=True)
-        self.mt: Any = None
+        self.mts: list[Any] = []
+        self._bars: dict[int, Any] = {}  # id(model tuner) -> its bar
+        self._owner: dict[int, Any] = {}  # id(task state) -> its model tuner
         self.progress = _ProgressWithTable(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("model {task.fields[latency]}"), TimeRemainingColumn(),
             console=self.console, transient=False,
-            table=(lambda: self.mt and model_task_table(self.mt)) if self.console.is_terminal else None,
+            table=self._tables if self.console.is_terminal else None,
         )  # fmt: skip
-        self.bar: Any = None
+
+    @property
+    def mt(self) -> Any:
+        """The model tuner (the first, with several targets)."""
+        return self.mts[0] if self.mts else None
 
     def __enter__(self) -> ModelProgress:
         return self
@@ -202,8 +225,18 @@ class ModelProgress:
     def stop(self) -> None:
         self.progress.stop()
 
+    def _tables(self) -> Any:
+        if not self.mts:
+            return None
+        if len(self.mts) == 1:
+            return model_task_table(self.mts[0])
+        from rich.console import Group
+
+        return Group(*(model_task_table(mt, str(mt.tuner.target)) for mt in self.mts))
+
     def attach(self, mt: Any) -> None:
-        self.mt = mt
+        self.mts.append(mt)
+        self._owner.update((id(task), mt) for task in mt.states)
         chip, tuner, tg = mt.tuner.chip, mt.tuner, mt.task_graph
         self.console.print(
             f"model [bold]{tg.graph.name}[/]: {len(tg.tasks)} tasks from {len(tg.calls)} fused groups; "
@@ -211,28 +244,34 @@ class ModelProgress:
             f"strategy {tuner.options.strategy}"
         )
 
-    def begin(self, budget: int) -> None:
-        self.bar = self.progress.add_task("trials", total=max(budget, 1), latency=self._latency())
+    def begin(self, budget: int, mt: Any = None, label: str = "trials") -> None:
+        """A bar for ``mt`` (the last attached); ``label``: its name (the target, with several)."""
+        mt = mt or self.mts[-1]
+        self._bars[id(mt)] = self.progress.add_task(label, total=max(budget, 1), latency=self._latency(mt))
         self.progress.start()
 
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]note:[/] {text}")
 
-    def _latency(self) -> str:
-        total, missing = self.mt.latency()
+    @staticmethod
+    def _latency(mt: Any) -> str:
+        total, missing = mt.latency()
         return f"{_fmt_s(total)}" + (f" (+{missing} untimed)" if missing else "")
 
     def report(self, event: str, task: TaskState) -> None:
+        mt = self._owner.get(id(task))
+        where = f"{mt.tuner.target}: " if mt is not None and len(self.mts) > 1 else ""
         if event == "reference":
-            self.note(f"{task.inst.name}: computing the reference...")
+            self.note(f"{where}{task.inst.name}: computing the reference...")
             return
-        if event != "batch" or self.bar is None:
+        if event != "batch" or mt is None or id(mt) not in self._bars:
             return
-        done = sum(t.trials for t in self.mt.states)
-        self.progress.update(self.bar, completed=done, latency=self._latency())
+        done = sum(t.trials for t in mt.states)
+        self.progress.update(self._bars[id(mt)], completed=done, latency=self._latency(mt))
         if not self.console.is_terminal:
             self.console.print(
-                f"trials {done}: {task.inst.name} best {_fmt_s(task.best_cost)}; model {self._latency()}",
+                f"{where}trials {done}: {task.inst.name} best {_fmt_s(task.best_cost)}; "
+                f"model {self._latency(mt)}",
                 highlight=False,
             )
 

@@ -70,7 +70,9 @@ class ModelTuner:
         reporter: Any = None,
         input_shapes: Mapping[str, Sequence[int]] | None = None,
         scheduler: Any = None,
+        tuner_factory: Any = None,
     ):
+        """``tuner_factory``: makes the Tuner, as Tuner's own arguments do (a farm's tuner, issue 15)."""
         from ..search.task_scheduler import RoundGradientScheduler
 
         self.options = options or TuneOptions()
@@ -78,7 +80,8 @@ class ModelTuner:
         self.task_graph: TaskGraph = extract_tasks(self.graph)
         self.weights = [float(t.weight) for t in self.task_graph.tasks]
         instances = [t.instance for t in self.task_graph.tasks]
-        self.tuner = Tuner(instances, target, log_path, self.options, measurer, reporter)
+        make = tuner_factory or Tuner
+        self.tuner: Tuner = make(instances, target, log_path, self.options, measurer, reporter)
         self.scheduler = scheduler or RoundGradientScheduler(seed=self.options.seed)
         self.reuse = Reuse(0, 0)
         for task in self.states:  # the default schedule as compile_model builds it: measured first
@@ -317,7 +320,7 @@ def cmd_tune_model(ns: Any, options: TuneOptions) -> int:
     """``autosched tune model.onnx --trials N``: tune, then race the compiled model against onnxruntime."""
     import sys
 
-    from ..progress import ModelProgress, print_model_summary
+    from ..progress import ModelProgress
     from .export import parse_input_shapes
 
     log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"
@@ -334,13 +337,22 @@ def cmd_tune_model(ns: Any, options: TuneOptions) -> int:
             progress.stop()
             print(f"\ninterrupted: every finished batch is in {log}; continue with --resume", file=sys.stderr)
             return 130
+    report_model(mt, ns.op_file, log)
+    return 0
+
+
+def report_model(mt: ModelTuner, onnx_path: str | Path | None, log: str | Path) -> None:
+    """The end of ``autosched tune model.onnx``: the summary, and the compiled model checked against
+    onnxruntime on this CPU (and raced with it on a CPU target). The kernels run in this process."""
+    from ..progress import print_model_summary
+
     race, err = None, None
     target = str(mt.tuner.target)
     try:
         if mt.tuner.adapter.spec.style == "cpu":
-            race = compare_with_onnxruntime(ns.op_file, graph=mt.graph, log=log, target=target)
+            race = compare_with_onnxruntime(onnx_path, graph=mt.graph, log=log, target=target)
         else:  # outputs checked on every target; onnxruntime runs on this CPU: racing a GPU means nothing
-            err = check_with_onnxruntime(ns.op_file, graph=mt.graph, log=log, target=target)
+            err = check_with_onnxruntime(onnx_path, graph=mt.graph, log=log, target=target)
     except ModelMismatchError:
         print_model_summary(mt, None)  # what was tuned is in the log; then the one-line error
         raise
@@ -350,4 +362,3 @@ def cmd_tune_model(ns: Any, options: TuneOptions) -> int:
             f"outputs match onnxruntime's on this CPU (max error {err:.1e} of the largest value); "
             f"no timing race on {target}"
         )
-    return 0
