@@ -238,6 +238,8 @@ def cmd_tune_farm(ns: argparse.Namespace, instances: list[Any], log: str, option
         with Farm.connect(ns.cluster, owned, on_note=progress.note) as farm:
             targets = wanted or farm.targets()
             progress.note(f"tuning on {len(targets)} target(s) of the farm: {', '.join(targets)}")
+            if not options.baseline and not ns.cluster.startswith("local:"):
+                progress.note("the kernels run on the farm's machines: no race against numpy here")
 
             def begin(tuner: Tuner) -> None:
                 progress.header(tuner)
