@@ -62,6 +62,7 @@ def test_a_model_is_tuned_for_two_chips_at_once_per_target_records_then_resumed(
         for task in mt.states:  # each task's first record is the default schedule, as on one machine
             default = default_schedule(list(task.inst.outputs), cores=mt.tuner.chip.cores).trace
             assert first[task.inst.key] == trace_key(default)
+    _assert_live_tables_name_each_target(list(done.values()))
 
     resumed = dataclasses.replace(options, trials=32, resume=True)
     again = tune_model_on_farm(farm2, _graph(), TARGETS, log, resumed, backend=FakeBackend(cost))
@@ -69,6 +70,20 @@ def test_a_model_is_tuned_for_two_chips_at_once_per_target_records_then_resumed(
         assert mt.reuse.records == 24 and sum(t.trials for t in mt.states) == 8
         mine = [(r.workload_key, trace_key(r.trace)) for r in records(log) if r.target == target]
         assert len(mine) == 32 == len(set(mine))  # nothing measured twice
+
+
+def _assert_live_tables_name_each_target(mts):
+    from autosched.progress import ModelProgress
+
+    progress = ModelProgress(Console(file=io.StringIO(), force_terminal=True, width=200))
+    for mt in mts:
+        progress.attach(mt)
+    out = Console(file=io.StringIO(), width=200)
+    out.print(progress._tables())  # what a terminal redraws above the bars
+    text = out.file.getvalue()
+    assert "llvm-cpu -mcpu=haswell" in text and text.count("llvm-cpu") >= 2  # a table titled by each target
+    for task in mts[0].states:
+        assert text.count(task.inst.name) >= 2
 
 
 @pytest.mark.slow
