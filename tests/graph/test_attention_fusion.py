@@ -248,3 +248,23 @@ def test_a_deep_chain_reading_its_input_twice_does_not_hang_the_matcher():
         "poly", (Input("x", x, "float32"),), (Output("y", y, "float32"),), {w.op: np.eye(8, dtype="float32")}
     )
     assert len(extract_tasks(graph).tasks) >= 1
+
+
+def test_where_masked_attention_of_batch_two_is_one_flash_task():
+    """Trilu -> Where(mask, scores, -1e9) -> Softmax -> MatMul, batch 2 (test_onnx_import's block)."""
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from autosched.frontend.onnx import from_onnx
+
+    from ..frontend.test_onnx_import import rand, transformer_block
+
+    m = transformer_block()
+    feeds = {"x": rand(2, 4, 8)}
+    (want,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    graph = from_onnx(m, input_shapes={"x": (2, 4, 8)})
+    tg = extract_tasks(graph)
+    assert len(flash_tasks(tg)) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = compile_model(graph).run(feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
