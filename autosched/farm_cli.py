@@ -4,7 +4,8 @@
 ``all``: every target the farm's workers own) in one run: one Tuner per target, each with its own cost
 model, all appending to one log, each measuring on its own chip's workers at the same time as the others,
 and each learning from the others' batches as they come, and on ``--resume`` from their logged records
-(transfer, as with ``--transfer-from``, between targets of one style).
+(transfer, as with ``--transfer-from``, between targets of one style). ``tune_model_on_farm`` does the
+same for a model: one ModelTuner per target (``autosched tune model.onnx --cluster ...``).
 ``autosched worker`` starts a Dask worker (under a nanny, which restarts it if it dies) that owns the
 given targets: its resources name their chips, and its plugin reports their facts to the tuner.
 """
