@@ -232,7 +232,8 @@ def compare_op(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Pa
     )
     if op.memory_bound:
         row["gbs"] = (moved / ours_s / 1e9, moved / tvm_s / 1e9)
-        row["bw"] = tuple(x / bw for x in row["gbs"])
+        if bw > 0:  # an estimated chip (AUTOSCHED_MEASURE_CHIP=0) may not know its bandwidth
+            row["bw"] = tuple(x / bw for x in row["gbs"])
     return row
 
 
