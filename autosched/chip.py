@@ -46,12 +46,16 @@ def fingerprint_of(target: Target, chip: ChipInfo) -> str:
 
     The hash covers the ISA features, vector width and target options (``-mcpu``, ``-mattr``, ...), not
     the chip's name or measured peaks, so two machines with the same chip and options agree, while
-    ``llvm-cpu -mcpu=haswell`` and the native target of the same host do not.
+    ``llvm-cpu -mcpu=haswell`` and the native target of the same host do not. Options named in
+    ``chip.extra["unhashed_options"]`` are left out (the arch identifies them).
     """
     identity = {
         "features": sorted(chip.features),
         "vector_bits": chip.vector_bits,
-        "options": sorted([k, v] for k, v in target.options),
+        # an option the arch already identifies by content is not hashed (a sim chip file's path)
+        "options": sorted(
+            [k, v] for k, v in target.options if k not in chip.extra.get("unhashed_options", ())
+        ),
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
     return f"{target.kind}:{chip.arch}:{digest}"

@@ -101,7 +101,7 @@ def local_targets() -> list[str]:
             adapter.info()
         except Exception:  # a missing driver or package: not offered
             continue
-        if adapter.spec.can_run and kind != "sim":
+        if adapter.spec.can_run and not adapter.spec.simulated:
             found.append(kind)
     return found
 
@@ -187,11 +187,16 @@ def _backend(options: TuneOptions) -> Any:
 
 
 def _link_peers(tuners: Sequence[Tuner]) -> None:
-    """Each tuner's peers: the others of its style (a GPU's thread bindings mean nothing on a CPU)."""
+    """Each tuner's peers: the others of its style (a GPU's thread bindings mean nothing on a CPU), and
+    measured with measured, modeled with modeled (a simulated chip never teaches a real one)."""
     from .hai.registry import style_of
+    from .target import is_simulated
+
+    def kind(t: Tuner) -> tuple[str, bool]:
+        return style_of(t.target), is_simulated(t.target)
 
     for tuner in tuners:
-        peers = [t for t in tuners if t is not tuner and style_of(t.target) == style_of(tuner.target)]
+        peers = [t for t in tuners if t is not tuner and kind(t) == kind(tuner)]
         tuner.peers = peers  # type: ignore[attr-defined]
 
 

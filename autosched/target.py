@@ -28,7 +28,11 @@ class AdapterSpec:
     such kernels also run in any process that loads the library. ``can_run``: ``launch`` and ``time``
     really run (False for compile-only devices). ``measures_facts``: ``measure_facts(info)`` times
     peak and bandwidth (see :mod:`.chip_facts`). ``check_options`` validates option values (for
-    example an ``-mcpu`` LLVM does not know) and raises a TargetError.
+    example an ``-mcpu`` LLVM does not know) and raises a TargetError. ``runs_on_host``: its kernels
+    are host code run in the runner's process (an exported object always is), so the runner's
+    address-space limit and workspace pre-check apply. ``simulated``: ``time`` returns modeled, not
+    measured, seconds: the runner never stops other candidates early by them, and they never teach a
+    real chip (no farm peer; not offered by ``--target all``).
 
     Example::
 
@@ -41,6 +45,8 @@ class AdapterSpec:
     can_export: bool = False
     can_run: bool = True
     measures_facts: bool = False
+    runs_on_host: bool = False
+    simulated: bool = False
     description: str = ""
     source_label: str = "code"  # what render() gives, for reports: "LLVM IR", "OpenCL C"...
     aliases: tuple[str, ...] = ()  # other spellings of the kind ("llvm" for "llvm-cpu")
@@ -124,6 +130,11 @@ def parse_target(text: str | Target) -> Target:
         except TargetError as e:
             raise TargetError(f"target {text!r}: {e}") from None
     return Target(kind, tuple(sorted(options.items())))
+
+
+def is_simulated(target: str | Target) -> bool:
+    """Whether ``target``'s times are modeled (its adapter declares ``simulated``), not measured."""
+    return _kinds().spec_of(parse_target(target).kind).simulated
 
 
 def style_of(target: str | Target) -> str:

@@ -14,7 +14,9 @@ running after :data:`ABORT_FACTOR` times the best (at least :data:`ABORT_FLOOR_S
 a bounded time per candidate: a hang is killed ("timeout"), a death is a "crash" naming the signal, and
 a fresh worker takes over. The worker runs under an address-space limit, so a huge allocation fails
 ("memory", or a crash marked "possibly out of memory") instead of taking the machine down; not
-for device kernels, whose drivers reserve address space far beyond memory (CUDA's unified addressing).
+for device kernels, whose drivers reserve address space far beyond memory (CUDA's unified addressing);
+host code that an adapter compiles (``runs_on_host``, the sim adapter's) is limited too. A ``simulated``
+adapter's modeled times never set the best that stops a slow candidate early.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .worker import _worker_main
 from .worker import aligned_empty as aligned_empty
 
 if TYPE_CHECKING:
+    from ..target import AdapterSpec
     from .task import MeasureTask
 
 START_TIMEOUT_S = 60.0  # spawning a worker and handing it the task's arrays
@@ -208,7 +211,9 @@ class LocalRunner:
         if not b.ok:
             return MeasureResult((), b.error or "compile", b.error_msg, build_s=b.build_s, check=task.check)
         device = b.path is None  # the adapter compiles it in the worker, and times it with its time()
-        if not device and b.workspace_bytes > self.memory_limit_bytes:
+        spec = _spec(task.target)
+        host = spec.runs_on_host or spec.can_export  # host code: under the memory limit
+        if host and b.workspace_bytes > self.memory_limit_bytes:
             limit = _gib(self.memory_limit_bytes)
             msg = f"the kernel allocates {_gib(b.workspace_bytes)}, over the memory limit {limit}"
             return MeasureResult((), "memory", msg, build_s=b.build_s, check=task.check)
@@ -248,12 +253,13 @@ class LocalRunner:
             }  # buffers timed on
             costs = tuple(reply[1])
             result = MeasureResult(costs, build_s=build_s, run_s=run_s, check=task.check, timing=timing)
-            self._best[key] = min(best, result.median)
+            if not spec.simulated:  # modeled seconds say nothing of how long the host run takes
+                self._best[key] = min(best, result.median)
             return result
         _, kind, msg = reply
         if kind == "timeout" and wait < self.timeout_s:
             msg += f" (stopped early: over {ABORT_FACTOR:g}x the best time so far, {best * 1e3:.3g} ms)"
-        if kind == "crash" and not device and b.workspace_bytes > self.memory_limit_bytes // 4:
+        if kind == "crash" and host and b.workspace_bytes > self.memory_limit_bytes // 4:
             msg += (
                 f"; possibly out of memory: the kernel allocates {_gib(b.workspace_bytes)} "
                 f"(limit {_gib(self.memory_limit_bytes)})"
@@ -261,12 +267,17 @@ class LocalRunner:
         return MeasureResult((), kind, msg, build_s=build_s, run_s=run_s, check=task.check)
 
 
-def _runs_on_host(target: str) -> bool:
-    """Whether the target's kernels are host code loaded from a shared library (else device kernels)."""
+def _spec(target: str) -> AdapterSpec:
     from ..hai.registry import spec_of
     from ..target import parse_target
 
-    return bool(spec_of(parse_target(target).kind).can_export)
+    return spec_of(parse_target(target).kind)
+
+
+def _runs_on_host(target: str) -> bool:
+    """Whether the target's kernels are host code (a shared library, or an adapter that declares so)."""
+    spec = _spec(target)
+    return spec.runs_on_host or spec.can_export
 
 
 def _names(task: MeasureTask) -> list[str]:
