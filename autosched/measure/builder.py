@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -84,6 +85,22 @@ def build_candidate(job: BuildJob) -> BuildResult:
 
 
 BuildFn = Callable[[BuildJob], BuildResult]
+PARENT_POLL_S = 0.5  # how often a build worker looks whether the process that started it is still alive
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """Pool initializer: end this worker when ``parent_pid`` dies (pool workers never notice otherwise).
+
+    A thread polls ``os.getppid()`` rather than ``PR_SET_PDEATHSIG``: that signal fires when the parent
+    *thread* that spawned the worker ends, and the pool spawns from whichever thread submits.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)  # mid-compile too: nobody is left to take the result
+
+    threading.Thread(target=watch, name="autosched-exit-with-parent", daemon=True).start()
 
 
 def _run_job(build_fn: BuildFn, job: BuildJob) -> BuildResult:
@@ -137,7 +154,9 @@ class LocalBuilder:
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             ctx = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(self.n_workers, mp_context=ctx)
+            self._pool = ProcessPoolExecutor(
+                self.n_workers, mp_context=ctx, initializer=exit_with_parent, initargs=(os.getpid(),)
+            )
         return self._pool
 
     def _kill_pool(self) -> str:
