@@ -8,15 +8,17 @@ with ``resources={chip_resource(fp): 1}`` runs only on a worker that has that ch
 A backend says how a candidate is built and timed on a worker: :class:`LocalBackend` (the local
 builder and runner, each in a child process of the worker, so a crashing kernel costs a result, not
 the worker) or :class:`FakeBackend` (the fake measurer's costs, for tests). Timings on one host are also
-serialised by a file lock per device (all CPU targets share one), so two workers of one machine never
-time on the same device at once. Imported only by :mod:`.farm` and the worker command (Dask is an
-optional extra).
+serialised by a file lock per device (every target the adapter reports as a CPU shares one), so two
+workers of one machine never time on the same device at once; builds share the CPU's lock with each
+other but wait for (and hold off) a CPU timing, so a compile never runs beside one. Imported only by
+:mod:`.farm` and the worker command (Dask is an optional extra).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import os
 import re
 import shutil
@@ -80,23 +82,41 @@ def report_chips(dask_worker: Any = None) -> dict[str, tuple[str, Any]]:
     return dict(getattr(dask_worker, _ATTR, {}) or {})
 
 
+@functools.cache
 def device_of(target: str) -> str:
-    """What a timing of ``target`` occupies on this host: every CPU-style target (``llvm-cpu`` and its
-    ``-mcpu`` variants) the same cores, other targets their kind's device."""
-    from ..hai.registry import style_of
+    """What a timing of ``target`` occupies on this host: the CPU's cores (``"cpu"``) for every target
+    whose adapter reports a CPU (``llvm-cpu`` and its ``-mcpu`` variants, OpenCL on PoCL), else its
+    kind's device. Without the device here, CPU-style targets still count as the CPU."""
+    from ..hai.registry import get_adapter, style_of
     from ..target import parse_target
 
     t = parse_target(target)
-    return "cpu" if style_of(t) == "cpu" else t.kind
+    try:
+        kind = get_adapter(t).info().kind
+    except Exception:  # no driver or device on this host: no timing of it happens here either
+        kind = "cpu" if style_of(t) == "cpu" else ""
+    return "cpu" if kind == "cpu" else t.kind
+
+
+def _lock_path(device: str) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", device)
+    return Path(tempfile.gettempdir()) / f"autosched-device-{os.getuid()}-{slug}.lock"
 
 
 @contextmanager
-def device_lock(target: str) -> Iterator[None]:
-    """Hold this host's lock on the device ``target`` runs on (released by the kernel if the worker dies)."""
-    slug = re.sub(r"[^A-Za-z0-9._-]", "_", device_of(target))
-    path = Path(tempfile.gettempdir()) / f"autosched-device-{os.getuid()}-{slug}.lock"
-    with open(path, "a") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+def device_lock(target: str, *, shared: bool = False) -> Iterator[None]:
+    """Hold this host's lock on the device ``target`` runs on (released by the kernel if the worker dies).
+
+    A timing holds it alone; ``shared`` holders (builds, which use the CPU's cores) run together but never
+    during a timing. A waiting timing passes the turnstile first, so a stream of builds cannot starve it.
+    """
+    path = _lock_path(device_of(target))
+    with open(path, "a") as f, open(path.with_suffix(".turnstile"), "a") as gate:
+        fcntl.flock(gate.fileno(), fcntl.LOCK_EX)  # builds queue behind a timing that waits here
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        finally:
+            fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
         try:
             yield
         finally:
@@ -222,7 +242,9 @@ class FakeBackend:
 
 
 def build_task(backend: Any, task: MeasureTask, trace: Any) -> Built:
-    return backend.build(task, trace)  # type: ignore[no-any-return]
+    # A compile uses this host's cores: builds share them with each other, never with a CPU timing here.
+    with device_lock("llvm-cpu", shared=True):
+        return backend.build(task, trace)  # type: ignore[no-any-return]
 
 
 def run_task(backend: Any, task: MeasureTask, built: Built, trace: Any) -> MeasureResult:
