@@ -20,25 +20,24 @@ row tile's last visible key.
 so the result is the te program's up to rounding. The key tail (L not a multiple of ``bk``) is a
 separate, shorter copy of the block body whose padded keys score -inf; query rows past S compute on
 zeros and are not stored. Buffers: Kt (the size of K) and per thread O(bq * (bk + D + E)); nothing
-L x L. Other stages of the program are lowered as usual, around it.
+L x L. Other stages of the program are lowered as usual, around it. The per-row softmax state (m, l,
+acc) is built by :mod:`.flash_rows`, the loop helpers and the K^T pack by :mod:`.flash_parts`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from ..errors import ScheduleError
 from ..search_space.schedule import Schedule
 from ..search_space.sketch_attention import LANES, FlashConfig, shape_of, value_lanes
-from ..te.expr import Binary, Expr, Var, binary, call, compare, select
+from ..te.expr import Binary, Expr, Var, binary, compare, select
 from ..te.tensor import ComputeOp, Reduce, Tensor, TensorRead
 from ..te.visit import rewrite, substitute
 from .flash_parts import _c, _f, _loop, pack_transposed
+from .flash_rows import NEG_INF, RowState, init_row, online_softmax_row, store_row
 from .ir import Allocate, Buffer, IfThenElse, Load, PrimFunc, Stmt, Store, seq
 from .schedule_ops import Lowerer
-
-NEG_INF = -math.inf
 
 
 class FlashLowerer(Lowerer):
@@ -129,6 +128,9 @@ class FlashLowerer(Lowerer):
         tt = Buffer(f"{p.out}.tile", (r, tile), "float32", "local")
         at = Buffer(f"{p.out}.ptile", (rp, w * pc), "float32", "local")
         locals_ = (qp, acc, mrow, lrow, sc, red, pmax, stat, tt, at)
+        state = RowState(acc, mrow, lrow, sc, pmax, red, stat, E, w)
+        obuf = self.info[p.out].buffer
+        assert obuf is not None
         causal = p.causal_offset
         qaxes = qk.axis
         xaxes = xop.axis
@@ -167,21 +169,6 @@ class FlashLowerer(Lowerer):
                 if S % bq == 0:
                     return fill(False)
                 return IfThenElse(compare("<", i, _c(S)), fill(False), fill(True))
-
-            def init_row(ii: Var) -> Stmt:
-                def evec(eo: Var) -> Stmt:
-                    return _loop(
-                        "ie_v",
-                        w,
-                        "vectorized",
-                        lambda ev: Store(acc, (ii, binary("+", binary("*", eo, _c(w)), ev)), _f(0.0)),
-                    )
-
-                return seq(
-                    Store(mrow, (ii,), _f(NEG_INF)),
-                    Store(lrow, (ii,), _f(0.0)),
-                    _loop("ie_o", E // w, "serial", evec),
-                )
 
             def block(kb: Expr, cols: int, keys: int) -> Stmt:
                 k0 = binary("*", kb, _c(bk))
@@ -258,70 +245,6 @@ class FlashLowerer(Lowerer):
 
                     return _loop("qk_i", bq // r, "serial", io_tiles)  # a K^T tile stays in L1 over the rows
 
-                # Online softmax, one row at a time; partial maxima and sums in 16 lanes.
-                def soft_row(ii: Expr) -> Stmt:
-                    def over(fn: Callable[[Expr, Var], Stmt]) -> Stmt:
-                        return _loop(
-                            "sm_o",
-                            cols // LANES,
-                            "serial",
-                            lambda jo: _loop(
-                                "sm_v",
-                                LANES,
-                                "vectorized",
-                                lambda jv: fn(binary("+", binary("*", jo, _c(LANES)), jv), jv),
-                            ),
-                        )
-
-                    def lanes(fn: Callable[[Var], Stmt]) -> Stmt:
-                        return _loop("rl", LANES, "vectorized", fn)
-
-                    ld = lambda buf, *ix: Load(buf, tuple(ix), "float32")  # noqa: E731
-                    m_old = ld(mrow, ii)
-                    mnew = binary("max", m_old, ld(stat, _c(0)))
-                    return seq(
-                        Store(stat, (_c(0),), _f(NEG_INF)),
-                        lanes(
-                            lambda v: Store(stat, (_c(0),), binary("max", ld(stat, _c(0)), ld(pmax, ii, v)))
-                        ),
-                        Store(stat, (_c(1),), select(compare("==", mnew, _f(NEG_INF)), _f(0.0), mnew)),
-                        Store(stat, (_c(2),), call("exp", binary("-", m_old, ld(stat, _c(1))))),
-                        Store(mrow, (ii,), mnew),
-                        lanes(lambda v: Store(red, (v,), _f(0.0))),
-                        over(
-                            lambda j, jv: seq(
-                                Store(sc, (ii, j), call("exp", binary("-", ld(sc, ii, j), ld(stat, _c(1))))),
-                                Store(red, (jv,), binary("+", ld(red, jv), ld(sc, ii, j))),
-                            )
-                        ),
-                        Store(stat, (_c(3),), _f(0.0)),
-                        lanes(lambda v: Store(stat, (_c(3),), binary("+", ld(stat, _c(3)), ld(red, v)))),
-                        Store(
-                            lrow,
-                            (ii,),
-                            binary("+", binary("*", ld(lrow, ii), ld(stat, _c(2))), ld(stat, _c(3))),
-                        ),
-                        _loop(
-                            "rs_o",
-                            E // w,
-                            "serial",
-                            lambda eo: _loop(
-                                "rs_v",
-                                w,
-                                "vectorized",
-                                lambda ev: Store(
-                                    acc,
-                                    (ii, binary("+", binary("*", eo, _c(w)), ev)),
-                                    binary(
-                                        "*",
-                                        ld(acc, ii, binary("+", binary("*", eo, _c(w)), ev)),
-                                        ld(stat, _c(2)),
-                                    ),
-                                ),
-                            ),
-                        ),
-                    )
-
                 # acc += P @ V, pv_rows x pv_cols vectors in registers across the block's keys.
                 def pv_tiles(io: Var) -> Stmt:
                     def eo_tiles(eo: Var) -> Stmt:
@@ -375,7 +298,10 @@ class FlashLowerer(Lowerer):
 
                 def rows_then_pv(io: Var) -> Stmt:  # a row tile's probabilities, then at once its P @ V
                     rows = _loop(
-                        "sm_r", rp, "unrolled", lambda ri: soft_row(binary("+", binary("*", io, _c(rp)), ri))
+                        "sm_r",
+                        rp,
+                        "unrolled",
+                        lambda ri: online_softmax_row(state, binary("+", binary("*", io, _c(rp)), ri), cols),
                     )
                     return seq(rows, pv_tiles(io))
 
@@ -397,33 +323,24 @@ class FlashLowerer(Lowerer):
                     stmt = IfThenElse(compare("<=", k0, last_visible), stmt)
                 return stmt
 
-            def store_row(ii: Var) -> Stmt:
-                i = row(ii)
+            def store(ii: Var) -> Stmt:
+                nest = store_row(state, ii, obuf, (b, h, row(ii)))
+                return nest if S % bq == 0 else IfThenElse(compare("<", row(ii), _c(S)), nest)
 
-                def evec(eo: Var) -> Stmt:
-                    def lane(ev: Var) -> Stmt:
-                        e = binary("+", binary("*", eo, _c(w)), ev)
-                        val = binary("/", Load(acc, (ii, e), "float32"), Load(lrow, (ii,), "float32"))
-                        return Store(obuf, (b, h, i, e), val)
-
-                    return _loop("o_v", w, "vectorized", lane)
-
-                nest = _loop("o_e", E // w, "serial", evec)
-                return nest if S % bq == 0 else IfThenElse(compare("<", i, _c(S)), nest)
-
-            parts = [_loop("q_i", bq, "serial", q_row), _loop("init_i", bq, "serial", init_row)]
+            parts = [
+                _loop("q_i", bq, "serial", q_row),
+                _loop("init_i", bq, "serial", lambda ii: init_row(state, ii)),
+            ]
             if nfull:
                 parts.append(_loop("kb", nfull, "serial", lambda kb: block(kb, bk, bk)))
             if tail:
                 parts.append(block(_c(nfull), tail_cols, tail))
-            parts.append(_loop("out_i", bq, "serial", store_row))
+            parts.append(_loop("out_i", bq, "serial", store))
             stmt = seq(*parts)
             for buf in reversed(locals_):
                 stmt = Allocate(buf, stmt)
             return stmt
 
-        obuf = self.info[p.out].buffer
-        assert obuf is not None
         main = _loop("flash_t", B * H * nqb, "parallel", body)
         return Allocate(kt, seq(pack_nest, main))
 

@@ -159,7 +159,7 @@ def layer_norm(
 
 
 def attention(
-    q: Any, k: Any, v: Any, causal: bool = False, mask: Any = None, scale: float | None = None, *,
+    q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None, scale: float | None = None,
     platform: Platform = "auto", logs: Logs = None,
 ) -> np.ndarray:  # fmt: skip
     """``softmax(q @ k^T * scale + mask) @ v``: q (B, H, S, D), k (B, Hkv, L, D), v (B, Hkv, L, Dv).
@@ -167,7 +167,8 @@ def attention(
     ``Hkv`` may divide ``H`` (grouped-query / multi-query attention: query head h reads K/V head
     ``h // (H // Hkv)``); ``mask`` is additive, broadcast to (B, H, S, L) (-inf hides a key); ``causal``
     lets query i see keys up to ``i + L - S``. On CPUs it runs as a flash-attention loop nest (memory
-    linear in the sequence). Example: ``ops.attention(q, k, v, causal=True)``.
+    linear in the sequence). ``causal``, ``mask`` and ``scale`` are keyword-only (an older signature
+    took ``scale`` fourth). Example: ``ops.attention(q, k, v, causal=True)``.
     """
     q, k, v = (as_array("attention", n, t) for n, t in (("q", q), ("k", k), ("v", v)))
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
