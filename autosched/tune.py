@@ -141,17 +141,14 @@ class Tuner:
         ensure_appendable(self.log_path)  # an unwritable log is found now, not after the first batch
         self.target = parse_target(target)
         self.adapter = get_adapter(self.target)
-        self.chip = measured_info(self.adapter)  # measured peak and bandwidth, cached: in every record
+        # Farms (issue 15): records carry the chip of the workers that time this target, which this
+        # machine need not have; without a farm, this machine's measured peak and bandwidth (cached).
+        farm_chip = getattr(measurer, "chip_facts", None)
+        self.chip = farm_chip(self.target) if farm_chip is not None else measured_info(self.adapter)
         self.fingerprint = fingerprint_of(self.target, self.chip)
         self.reporter = reporter or (lambda event, task: None)
         self._own_measurer = measurer is None
         self.measurer = measurer or self._local_measurer()
-        # --- farms (issue 15): records carry the chip of the workers that time this target ---
-        farm_chip = getattr(self.measurer, "chip_facts", None)
-        if farm_chip is not None:
-            self.chip = farm_chip(self.target)
-            self.fingerprint = fingerprint_of(self.target, self.chip)
-        # --- end farms ---
         cores = self.options.num_threads or self.chip.cores
         lanes = max(4, self.chip.vector_bits // 32)
         self.model = self._shared_model()
