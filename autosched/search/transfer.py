@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -262,7 +263,9 @@ class GuidedModel:
         from ..cost_model.xgb import relative_labels
 
         labels = relative_labels(self._costs)
-        self.trust = rank_correlation(self.prior.predict(np.stack(self._rows)), labels)
+        rho = rank_correlation(self.prior.predict(np.stack(self._rows)), labels)
+        # less its standard error, so a few lucky rows do not buy the prior a say
+        self.trust = rho - 1.0 / math.sqrt(self.n_own - 1)
         if self.on_judged is not None:
             self.on_judged(self.trust)
 
@@ -291,16 +294,28 @@ class GuidedModel:
 def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInfo, top: int,
                    chunk: int = 4) -> tuple[GuidedModel, int]:  # fmt: skip
     """Guide ``strategy`` (an EvolutionarySearch) by other chips' ``records``: they train a prior
-    weighted by how alike their chips are to ``chip``; their best ``chunk`` schedules are queued, and
-    ``chunk`` more each time this chip's results show the prior ranks them well (rho >= 0.3), up to
-    ``top`` in all. Returns the guide and how many schedules were queued first."""
+    weighted by how alike their chips are to ``chip``. Nothing foreign is measured until this chip's
+    first results judge the prior: while it ranks them well (trust >= 0.3) its best ``chunk``
+    schedules are queued after each batch, up to ``top`` in all, and their decisions join the starting
+    populations; a source that ranks badly costs no trial and leaves the search as it would run from
+    scratch. Returns the guide and how many schedules were queued before any result (0)."""
     counts = Counter(r.fingerprint for r in records)
     facts = {r.fingerprint: chip_from_json(r.chip) for r in records}
     sim = sum(n * chip_similarity(facts[fp], chip) for fp, n in counts.items()) / max(1, sum(counts.values()))
     state = {"queued": 0, "judged_at": -1}
     guide = GuidedModel(strategy.model, similarity=sim)
 
+    seeds = getattr(strategy, "_foreign_seeds", None)  # the foreign decisions that start populations
+    held: list[Any] = []  # ... held back until the source has earned trust here
+
     def more(trust: float) -> None:
+        if isinstance(seeds, list):
+            if trust >= 0.3 and held:
+                seeds.extend(held)
+                held.clear()
+            elif trust < 0.3 and seeds:
+                held.extend(seeds)
+                seeds.clear()
         if trust < 0.3 or state["queued"] >= top or guide.n_own == state["judged_at"]:
             return
         state["judged_at"] = guide.n_own
@@ -310,11 +325,13 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
             strategy.seed_foreign(nxt, len(nxt))  # queues them; the prior is already trained (frozen)
 
     strategy.model = guide
-    first = strategy.seed_foreign(records, min(top, chunk))
-    state["queued"] = first
+    strategy.seed_foreign(records, 0)  # trains the prior; nothing queued before this chip judges it
+    if isinstance(seeds, list):
+        held.extend(seeds)
+        seeds.clear()
     guide.prior_frozen = True  # later chunks only queue: their records are in the prior already
     guide.on_judged = more
-    return guide, first
+    return guide, 0
 
 
 def attach_pretrained(strategy: Any, pretrained: Any, fingerprint: str) -> GuidedModel:
