@@ -256,7 +256,7 @@ class Tuner:
             guide, queued = attach_foreign(task.strategy, ts.foreign, self.chip, o.transfer_top)
             task.foreign = len(ts.foreign)
             notes.append(f"transfer: {guide.describe()}; up to {o.transfer_top} foreign best schedule(s) "
-                         "measured, a few a batch, once this chip's results confirm their ranking")  # fmt: skip
+                         "measured, a few a batch, once results here confirm their ranking")  # fmt: skip
         return [ts.describe(task.inst.name, self.fingerprint, queued), *notes]
 
     # --- a pretrained cost model (issue 20): --cost-model ---------------------------------------------
