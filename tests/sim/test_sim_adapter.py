@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from autosched.cli import main
+from autosched.errors import TargetError
+from autosched.hai import sim as sim_adapter
 from autosched.hai.chip_facts import measured_info
 from autosched.hai.registry import get_adapter
+from autosched.hai.sim import SimAdapter
 from autosched.lower.pipeline import lower
 from autosched.records.log import best_valid_record, load_records
 from autosched.records.record import fingerprint_of
 from autosched.search_space.schedule import replay
 from autosched.sim.chip import load_chip
+from autosched.sim.model import SIM_MODEL_VERSION
+from autosched.target import Target, parse_target
 from autosched.te.workload import WorkloadInstance
 from autosched.topi.workloads import make_matmul
 from autosched.tune import TuneOptions, Tuner
@@ -46,8 +52,43 @@ def test_records_are_marked_simulated_and_keyed_by_the_chip_file(tuned):
     _, _, log = tuned
     rec = load_records(log).records[0]
     chip = load_chip("avx2-desktop")
-    assert rec.fingerprint.startswith(f"sim:{chip.name}-{chip.sha[:8]}:")
+    assert rec.fingerprint.startswith(f"sim:{chip.name}-{chip.sha[:8]}-m{SIM_MODEL_VERSION}:")
     assert rec.chip["extra"]["simulated"] is True and rec.chip["extra"]["chip_sha"] == chip.sha
+    assert rec.chip["extra"]["sim_model_version"] == SIM_MODEL_VERSION
+
+
+def _fingerprint(target: str) -> str:
+    adapter = get_adapter(target)
+    return fingerprint_of(adapter.target, adapter.info())
+
+
+def test_the_fingerprint_names_the_chip_by_content_and_the_model_version(monkeypatch, tmp_path):
+    shipped = load_chip("avx2-desktop")
+    copy = tmp_path / "mine.json"
+    copy.write_bytes(open(shipped.path, "rb").read())
+    assert _fingerprint(SIM) == _fingerprint(f"sim -chip={shipped.path}") == _fingerprint(f"sim -chip={copy}")
+    assert _fingerprint(SIM) != _fingerprint("sim -chip=rocketlake")
+    before = _fingerprint(SIM)
+    monkeypatch.setattr(sim_adapter, "SIM_MODEL_VERSION", SIM_MODEL_VERSION + 1)  # a new model
+    assert _fingerprint(SIM) != before  # its records do not mix with the old model's on resume
+    assert _fingerprint("llvm-cpu -mcpu=haswell") != _fingerprint("llvm-cpu")  # real options still count
+
+
+def test_a_gpu_chip_file_is_refused_until_there_is_a_gpu_model():
+    with pytest.raises(TargetError, match=r"h100-sxm.json\) is a gpu chip; the sim model covers CPU"):
+        parse_target("sim -chip=h100-sxm")
+    with pytest.raises(TargetError, match="covers CPU chips only"):
+        SimAdapter(Target("sim", (("chip", "h100-sxm"),)))  # built by hand: still checked
+    assert load_chip("h100-sxm").gpu is not None  # the chip file itself stays valid data
+
+
+def test_buffers_are_the_host_adapters():
+    adapter = get_adapter(SIM)
+    a = np.arange(6, dtype="float32").reshape(2, 3)
+    handle = adapter.copy_in(a)
+    out = adapter.alloc((2, 3), "float32")
+    adapter.copy_out(handle, out)
+    assert np.array_equal(out, a) and handle is not a
 
 
 def test_simulated_records_are_never_used_for_a_real_chip(tuned):
