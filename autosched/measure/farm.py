@@ -47,6 +47,7 @@ from .task import MeasureTask
 
 POLL_S = 0.5  # how often a waiting batch looks at the farm's workers
 NO_WORKER_S = 60.0  # a chip without any worker this long stops the run (its batch is not logged)
+HELD_TASKS = 4  # tasks whose arrays stay on the workers between batches (the most recently measured)
 Note = Callable[[str], None]
 
 
@@ -87,6 +88,7 @@ class Farm:
 
     def __init__(self, client: Any, cluster: Any = None, address: str = "", on_note: Note = _stderr_note):
         self.client, self.cluster, self.address, self.on_note = client, cluster, address, on_note
+        self._measurers: list[FarmMeasurer] = []  # closed with the farm: their data leaves the workers
 
     @staticmethod
     def connect(spec: str, targets: Sequence[str] = ("llvm-cpu",), on_note: Note = _stderr_note) -> Farm:
@@ -123,13 +125,24 @@ class Farm:
         resources = {chip_resource(chip_facts(t)[0]): 1 for t in targets}
         # A worker that dies fails its tasks at once (allowed-failures 0): the measurer retries them.
         config = {**WORKER_CONFIG, "distributed.scheduler.allowed-failures": 0}
-        with dask.config.set(config):
-            cluster = distributed.LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, resources=resources,
-                dashboard_address=None, silence_logs=40,
-            )  # fmt: skip
-            client = distributed.Client(cluster, set_as_default=False)
-        client.register_plugin(ChipFactsPlugin(targets))
+        cluster = client = None
+        try:
+            with dask.config.set(config):
+                cluster = distributed.LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True, resources=resources,
+                    dashboard_address=None, silence_logs=40,
+                )  # fmt: skip
+                client = distributed.Client(cluster, set_as_default=False)
+            client.register_plugin(ChipFactsPlugin(targets))
+        except Exception as e:  # the cluster is ours: stop its worker processes before saying why
+            for part in (client, cluster):
+                try:
+                    if part is not None:
+                        part.close()
+                except Exception:
+                    pass  # already half gone: the error below is the news
+            raise FarmError(f"local:{n}: could not start the workers for {', '.join(targets)}: "
+                            f"{type(e).__name__}: {e}") from e  # fmt: skip
         return Farm(client, cluster, f"local:{n}", on_note)
 
     # What the farm offers -------------------------------------------------------------------------
@@ -146,9 +159,14 @@ class Farm:
         return sorted({t for owned in self.chips().values() for t in owned})
 
     def measurer(self, target: str, backend: Any = None) -> FarmMeasurer:
-        return FarmMeasurer(self, target, backend or LocalBackend())
+        m = FarmMeasurer(self, target, backend or LocalBackend())
+        self._measurers.append(m)
+        return m
 
     def close(self) -> None:
+        for m in self._measurers:
+            m.close()
+        self._measurers.clear()
         lost = self.client.status != "running"
         try:
             self.client.close(timeout=1 if lost else 5)
@@ -227,9 +245,13 @@ class FarmMeasurer:
 
     # Measuring ------------------------------------------------------------------------------------
     def _ref(self, task: MeasureTask) -> Any:
-        if id(task) not in self._refs:  # the task's arrays go to the farm once, not with every candidate
-            self._refs[id(task)] = (task, self.client.submit(_hold, task, pure=False))
-        return self._refs[id(task)][1]
+        """The task's arrays on the farm: sent once, not with every candidate, and kept for the next
+        batches of the last HELD_TASKS tasks only (a model's many tasks would fill the workers' memory)."""
+        held = self._refs.pop(id(task), None) or (task, self.client.submit(_hold, task, pure=False))
+        self._refs[id(task)] = held  # now the most recent
+        while len(self._refs) > HELD_TASKS:
+            del self._refs[next(iter(self._refs))]  # dropping the future releases its data on the workers
+        return held[1]
 
     def _submit(self, ref: Any, trace: Any) -> Any:
         pin = {"resources": {self.resource: 1}, "pure": False}
@@ -327,4 +349,5 @@ class FarmMeasurer:
             raise self._lost(f"no worker has owned {self.target} ({self.fingerprint}) for {NO_WORKER_S:g} s")
 
     def close(self) -> None:
-        self._refs.clear()  # releases the tasks' data on the workers
+        """Release the tasks' data on the workers (the farm does it when it closes)."""
+        self._refs.clear()
