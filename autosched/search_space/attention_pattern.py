@@ -65,6 +65,15 @@ def _read_of(e: Expr, sch: Schedule, indices: tuple[Expr, ...]) -> Stage | None:
     return st if isinstance(st.op, ComputeOp) else None
 
 
+def _reduces_rows(sch: Schedule, row: Stage, reducer: str, source: Stage) -> bool:
+    """Whether ``row`` is ``row[b, h, i] = <reducer>_k source[b, h, i, k]`` (a softmax row max or sum)."""
+    op = row.op
+    if not isinstance(op, ComputeOp) or len(op.axis) != 3:
+        return False
+    red = _reducer(op, reducer)
+    return red is not None and _read_of(red.source, sch, (*op.axis, red.axes[0])) is source
+
+
 def _uses(e: Expr, *vars: Var) -> bool:
     ids = {id(v) for v in vars}
     return any(isinstance(n, Var) and id(n) in ids for n in walk(e))
@@ -117,9 +126,7 @@ def match_attention(sch: Schedule, out: Stage) -> AttentionPattern | None:
     row_sum = _read_of(pbody.b, sch, (pb, ph, pi))
     if exps is None or row_sum is None:
         return None
-    sred = _reducer(row_sum.op, "sum")  # type: ignore[arg-type]
-    sb, sh, si = row_sum.op.axis  # type: ignore[attr-defined]
-    if sred is None or _read_of(sred.source, sch, (sb, sh, si, sred.axes[0])) is not exps:
+    if not _reduces_rows(sch, row_sum, "sum", exps):
         return None
     eop = exps.op
     assert isinstance(eop, ComputeOp)
@@ -134,9 +141,7 @@ def match_attention(sch: Schedule, out: Stage) -> AttentionPattern | None:
     row_max = _read_of(diff.b, sch, (eb, eh, ei))
     if scores is None or row_max is None:
         return None
-    mred = _reducer(row_max.op, "max")  # type: ignore[arg-type]
-    mb, mh, mi = row_max.op.axis  # type: ignore[attr-defined]
-    if mred is None or _read_of(mred.source, sch, (mb, mh, mi, mred.axes[0])) is not scores:
+    if not _reduces_rows(sch, row_max, "max", scores):
         return None
     xop = scores.op
     assert isinstance(xop, ComputeOp)

@@ -58,6 +58,13 @@ VARIANTS = {
     "gqa": dict(H=4, Hkv=2, S=64, L=100, D=16),
     "mqa_causal": dict(H=4, Hkv=1, S=17, L=17, D=64, causal=True),
     "value_dim_24": dict(S=17, L=64, D=16, E=24),
+    # more queries than keys (allowed without causal), one key block and a tail of queries
+    "s_gt_l": dict(S=100, L=17, D=16),
+    "s_gt_l_gqa_mask": dict(H=4, Hkv=2, S=40, L=9, D=16, masked=True),
+    "decode_causal": dict(S=1, L=5, D=16, causal=True),  # query 0 sees keys 0..L-S = all of them
+    "gqa_causal": dict(H=4, Hkv=2, S=64, L=100, D=16, causal=True),
+    "mask_s_lt_l": dict(S=17, L=64, D=16, masked=True),
+    "odd_d_e": dict(H=2, S=19, L=23, D=7, E=3, causal=True),  # head and value dims below a vector
 }
 
 
@@ -89,7 +96,11 @@ def test_default_schedule_is_flash_and_matches_numpy(name):
     check(s, args)
 
 
-@pytest.mark.parametrize("name", ["plain_100", "causal_100", "mask_100_causal", "gqa", "cross_s_lt_l"])
+SAMPLED = ["plain_100", "causal_100", "mask_100_causal", "gqa", "cross_s_lt_l", "s_gt_l", "s_gt_l_gqa_mask"]
+SAMPLED += ["decode_causal", "gqa_causal", "mask_s_lt_l", "odd_d_e"]
+
+
+@pytest.mark.parametrize("name", SAMPLED)
 def test_sampled_schedules_match_numpy(name):
     args = make(**VARIANTS[name])
     policy = SketchPolicy(args[-1:])
@@ -266,3 +277,48 @@ def test_tiny_and_odd_shapes(kw):
     args = make(**kw)
     check(default_schedule(args[-1:]), args)
     check(SketchPolicy(args[-1:]).sample(random.Random(0))[0], args, seed=1)
+
+
+def test_causal_with_more_queries_than_keys_is_refused():
+    """topi refuses it (query i < S - L would see no key); ops.attention says so before compiling."""
+    with pytest.raises(ValueError, match="causal needs at least as many keys as queries"):
+        make(S=5, L=1, D=8, causal=True)
+    q = np.ones((1, 1, 5, 8), "float32")
+    kv = np.ones((1, 1, 1, 8), "float32")
+    with pytest.raises(ValueError, match="L=1 < S=5"):
+        ops.attention(q, kv, kv, causal=True, platform="cpu")
+
+
+def test_ops_attention_options_are_keyword_only():
+    """An older signature took ``scale`` fourth: a positional 4th argument must not become ``causal``."""
+    q = np.ones((1, 1, 4, 8), "float32")
+    with pytest.raises(TypeError, match="positional"):
+        ops.attention(q, q, q, 0.125)  # type: ignore[misc]
+
+
+def test_row_reductions_must_be_max_then_sum():
+    """The hand-written attention is found; with its row max taken as a min it is not."""
+
+    def program(reducer):
+        q = te.placeholder((1, 2, 8, 4), "float32", name="q")
+        k = te.placeholder((1, 2, 8, 4), "float32", name="k")
+        v = te.placeholder((1, 2, 8, 4), "float32", name="v")
+        d, j1, j2, kv = (
+            te.reduce_axis((0, n), name=nm) for n, nm in ((4, "d"), (8, "j1"), (8, "j2"), (8, "kv"))
+        )
+        qk = te.compute(
+            (1, 2, 8, 8), lambda b, h, i, j: te.sum(q[b, h, i, d] * k[b, h, j, d], axis=d), name="qk"
+        )
+        x = te.compute(qk.shape, lambda b, h, i, j: qk[b, h, i, j] * 0.5, name="x")
+        m = te.compute((1, 2, 8), lambda b, h, i: reducer(x[b, h, i, j1], axis=j1), name="m")
+        ex = te.compute(x.shape, lambda b, h, i, j: te.exp(x[b, h, i, j] - m[b, h, i]), name="ex")
+        sm = te.compute((1, 2, 8), lambda b, h, i: te.sum(ex[b, h, i, j2], axis=j2), name="sm")
+        p = te.compute(x.shape, lambda b, h, i, j: ex[b, h, i, j] / sm[b, h, i], name="p")
+        out = te.compute(
+            (1, 2, 8, 4), lambda b, h, i, e: te.sum(p[b, h, i, kv] * v[b, h, kv, e], axis=kv), name="o"
+        )
+        return create_schedule([out])
+
+    (found,) = find_attentions(program(te.max))
+    assert (found.row_max, found.row_sum, found.out) == ("m", "sm", "o")
+    assert find_attentions(program(te.min)) == []
