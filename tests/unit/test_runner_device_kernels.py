@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from autosched.errors import CompileError
-from autosched.measure import output_check, worker
+from autosched.measure import worker
 
 
 class _SkipsLastElement:
@@ -43,9 +43,36 @@ def _worker(expected, adapter):
 RUN = ("run", 3, 0.0, 1, 10.0)  # repeat, min_repeat_s, warmup, budget_s
 
 
-def test_the_worker_fills_and_compares_through_one_module():
-    assert worker._fill_garbage is output_check.fill_garbage
-    assert worker.outputs_match is output_check.outputs_match
+def _host_worker(expected, values):
+    """The same task with a host kernel: a callable on the buffers' addresses, as a loaded .so is."""
+    w = worker._WorkerState()
+    a = np.ones(4, "float32")
+    assert w.handle(
+        ("task", "llvm-cpu", [a], [expected], [(1e-5, 1e-5)], ["A", "B"], [expected.shape], [None])
+    )
+    w.kernel = lambda *ptrs: np.copyto(w.arrays[-1], values)
+    return w
+
+
+class _Writes(_SkipsLastElement):
+    def launch(self, kernel, arrays):
+        arrays[-1][...] = self.values
+
+
+def test_device_and_host_kernels_are_checked_alike():
+    expected = np.arange(1, 7, dtype="float32")
+    wrong = expected.copy()
+    wrong[3] = 99.0  # one wrong value, every element written
+    errors = []
+    for w in (_worker(expected, _Writes(wrong)), _host_worker(expected, wrong)):
+        with pytest.raises(worker._WrongResult) as caught:
+            w.handle(RUN)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1]  # one comparison, one message
+    assert "1 of 6 elements differ" in errors[0] and "at (3,): got 99.0, expected 4.0" in errors[0]
+    close = expected * np.float32(1 + 1e-6)  # within rtol 1e-5: passes on both paths
+    assert _worker(expected, _Writes(close)).handle(RUN) == ("ok", [1e-6] * 3)
+    assert _host_worker(expected, close).handle(RUN)[0] == "ok"
 
 
 def test_a_device_kernel_that_skips_an_element_is_a_wrong_result():
@@ -60,12 +87,7 @@ def test_a_device_kernel_that_skips_an_element_is_a_wrong_result():
 
 def test_a_device_kernel_matching_a_nan_reference_is_timed_by_its_adapter():
     expected = np.array([np.nan, 1.0, 2.0, 0.0], "float32")  # the last is skipped: 0 must be written
-
-    class Full(_SkipsLastElement):
-        def launch(self, kernel, arrays):
-            arrays[-1][...] = self.values
-
-    adapter = Full(expected)
+    adapter = _Writes(expected)
     assert _worker(expected, adapter).handle(RUN) == ("ok", [1e-6] * 3)
     assert adapter.timed == [(3, 1)]
 
