@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import AutoschedError
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the tuner is imported when a run starts: `autosched --help`
 
 _LOG_LOCK = threading.Lock()  # the targets' tuners share one log: one batch written at a time
 INTERRUPTED = "\ninterrupted: every finished batch is in {log}; continue with --resume"
+_T = TypeVar("_T")
 SHARE_TOP = 2  # of each batch another chip measured, the best schedules measured here too (transfer)
 
 
@@ -233,7 +234,7 @@ def _run_together(tuners: Sequence[Tuner], runs: Sequence[Callable[[], Any]]) ->
 
 def cmd_tune_farm(ns: argparse.Namespace, instances: list[Any], log: str, options: TuneOptions) -> int:
     """``autosched tune OP --cluster ...``: the farm's summary per target; exit 2 when the farm is lost."""
-    from .measure.farm import Farm, FarmLostError
+    from .measure.farm import Farm
     from .progress import TuneProgress, print_summary
 
     wanted = requested_targets(ns.target)
@@ -254,19 +255,30 @@ def cmd_tune_farm(ns: argparse.Namespace, instances: list[Any], log: str, option
                         progress.note(note)
 
             scheduled = ns.task_scheduler == "gradient"
-            try:
-                done = tune_on_farm(farm, instances, targets, log, options, reporter=progress.report,
-                                    scheduled=scheduled, on_tuner=begin)  # fmt: skip
-            except FarmLostError as e:
-                progress.stop()
-                raise FarmLostError(f"{e} (log {log})") from e
-            except KeyboardInterrupt:
-                progress.stop()
-                print(INTERRUPTED.format(log=log), file=sys.stderr)
+            done = _stopped_cleanly(progress, log, lambda: tune_on_farm(
+                farm, instances, targets, log, options, reporter=progress.report, scheduled=scheduled,
+                on_tuner=begin))  # fmt: skip
+            if done is None:
                 return 130
     for tuner, tasks in done.values():
         print_summary(tasks, tuner)
     return 0
+
+
+def _stopped_cleanly(progress: Any, log: Any, run: Callable[[], _T]) -> _T | None:
+    """``run()`` with the progress display stopped first when it ends early: a lost farm is raised again
+    naming the log; Ctrl-C prints how to resume and returns None (the command exits 130)."""
+    from .measure.farm import FarmLostError
+
+    try:
+        return run()
+    except FarmLostError as e:
+        progress.stop()
+        raise FarmLostError(f"{e} (log {log})") from e
+    except KeyboardInterrupt:
+        progress.stop()
+        print(INTERRUPTED.format(log=log), file=sys.stderr)
+        return None
 
 
 def cmd_tune_model_farm(ns: argparse.Namespace, options: TuneOptions) -> int:
@@ -274,7 +286,7 @@ def cmd_tune_model_farm(ns: argparse.Namespace, options: TuneOptions) -> int:
     compiled model checked against (and raced with) onnxruntime here, where its kernels ran."""
     from .graph.export import parse_input_shapes
     from .graph.tune_model import report_model
-    from .measure.farm import Farm, FarmLostError
+    from .measure.farm import Farm
     from .progress import ModelProgress, print_model_summary
 
     log = ns.log or f"tuning_logs/{Path(ns.op_file).stem}.jsonl"
@@ -295,15 +307,10 @@ def cmd_tune_model_farm(ns: argparse.Namespace, options: TuneOptions) -> int:
                     progress.note(note)
                 progress.begin(mt.budget(), mt, label=str(mt.tuner.target) if len(targets) > 1 else "trials")
 
-            try:
-                done = tune_model_on_farm(farm, ns.op_file, targets, log, options, reporter=progress.report,
-                                          input_shapes=shapes, on_model=begin)  # fmt: skip
-            except FarmLostError as e:
-                progress.stop()
-                raise FarmLostError(f"{e} (log {log})") from e
-            except KeyboardInterrupt:
-                progress.stop()
-                print(INTERRUPTED.format(log=log), file=sys.stderr)
+            done = _stopped_cleanly(progress, log, lambda: tune_model_on_farm(
+                farm, ns.op_file, targets, log, options, reporter=progress.report, input_shapes=shapes,
+                on_model=begin))  # fmt: skip
+            if done is None:
                 return 130
     for target, mt in done.items():
         if local:  # the workers were processes of this machine: its kernels run here as they ran there

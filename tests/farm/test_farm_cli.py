@@ -112,3 +112,27 @@ def test_the_farm_benchmark_quick_mode_prints_its_table():
     for mode in ("local", "local:1", "local:2"):
         assert f" {mode} " in run.stdout
     assert "trials/min" in run.stdout and "best GFLOP/s" in run.stdout
+
+
+def test_both_farm_commands_stop_the_display_then_name_the_log_when_lost_or_interrupted(capsys):
+    from autosched.farm_cli import _stopped_cleanly
+    from autosched.measure.farm import FarmLostError
+
+    class Progress:
+        stopped = 0
+
+        def stop(self):
+            self.stopped += 1
+
+    def lose():
+        raise FarmLostError("the farm went away")
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    progress = Progress()
+    assert _stopped_cleanly(progress, "run.jsonl", lambda: 7) == 7 and progress.stopped == 0
+    with pytest.raises(FarmLostError, match=r"the farm went away \(log run\.jsonl\)"):
+        _stopped_cleanly(progress, "run.jsonl", lose)
+    assert _stopped_cleanly(progress, "run.jsonl", interrupt) is None and progress.stopped == 2
+    assert "every finished batch is in run.jsonl; continue with --resume" in capsys.readouterr().err
