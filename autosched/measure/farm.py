@@ -34,6 +34,7 @@ from ..target import parse_target
 from .farm_worker import (
     WORKER_CONFIG,
     ChipFactsPlugin,
+    FarmNanny,
     LocalBackend,
     build_task,
     chip_facts,
@@ -130,7 +131,7 @@ class Farm:
             with dask.config.set(config):
                 cluster = distributed.LocalCluster(
                     n_workers=n, threads_per_worker=1, processes=True, resources=resources,
-                    dashboard_address=None, silence_logs=40,
+                    dashboard_address=None, silence_logs=40, worker_class=FarmNanny,
                 )  # fmt: skip
                 client = distributed.Client(cluster, set_as_default=False)
             client.register_plugin(ChipFactsPlugin(targets))

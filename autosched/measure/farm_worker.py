@@ -30,7 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from distributed import WorkerPlugin
+import dask
+from distributed import Nanny, WorkerPlugin
 
 from .result import BuildResult, MeasureResult
 from .task import MeasureTask
@@ -43,6 +44,19 @@ WORKER_CONFIG = {"distributed.worker.daemon": False,  # workers start children (
                  "distributed.nanny.pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": 65536},
                  "distributed.comm.timeouts.connect": "5s"}  # fmt: skip
 _STATE: dict[Any, Any] = {}  # this worker process's builder, runner and device measurers, made on first use
+
+
+class FarmNanny(Nanny):
+    """A nanny whose worker may start children (builder, runner) every time it starts it.
+
+    A nanny reads ``distributed.worker.daemon`` whenever it (re)starts its worker; the nannies of a
+    ``local:N`` cluster live in the client's process, whose config is not the workers' after start-up,
+    so a worker restarted after a death would be daemonic and unable to build anything.
+    """
+
+    async def instantiate(self) -> Any:
+        with dask.config.set({"distributed.worker.daemon": False}):
+            return await super().instantiate()
 
 
 def chip_resource(fingerprint: str) -> str:

@@ -58,6 +58,73 @@ def test_a_worker_killed_mid_run_loses_nothing_and_the_run_goes_on(farm2, tmp_pa
     assert any("left the farm" in note for note in farm2.notes)
 
 
+def _executing(dask_worker=None):
+    """For ``client.run``: the names of the tasks this worker is running now."""
+    return [str(ts.key) for ts in dask_worker.state.executing]
+
+
+def _stat(pid):
+    """(state, parent pid) of a process, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _children(pid):
+    stats = {int(e): _stat(e) for e in os.listdir("/proc") if e.isdigit()}
+    return [c for c, st in stats.items() if st is not None and st[0] != "Z" and st[1] == pid]
+
+
+def _running(pid):
+    st = _stat(pid)
+    return st is not None and st[0] != "Z"  # a zombie has exited
+
+
+@pytest.mark.parametrize("stage", ["build_task", "run_task"])
+def test_a_worker_killed_while_building_or_timing_real_kernels_loses_no_candidate(farm2, tmp_path, stage):
+    # Fresh workers: the first build (timing) on each starts its builder (runner), a wide window to kill it.
+    farm2.client.restart(timeout=120)
+    log = tmp_path / f"{stage}.jsonl"
+    measurer = farm2.measurer("llvm-cpu")  # the real LocalBackend: kernels compiled, checked and timed
+    options = TuneOptions(trials=6, batch_size=6, baseline=False, strategy="random", seed=4)
+    tuner = Tuner([small_matmul()], "llvm-cpu", log, options, measurer=measurer)
+    pids = farm2.client.run(os.getpid)
+    orphans = []
+
+    def kill():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for addr, names in farm2.client.run(_executing).items():
+                kids = _children(pids[addr]) if addr in pids else []  # its builder (runner) processes
+                if any(stage in n for n in names) and (kids or stage == "run_task"):
+                    os.kill(pids[addr], signal.SIGKILL)
+                    orphans.extend(kids)
+                    return
+            time.sleep(0.02)
+        raise AssertionError(f"no worker was running a {stage}")
+
+    thread, errors = _in_background(kill)
+    (task,) = tuner.run()
+    thread.join(10)
+    assert not errors
+    got = records(log)
+    assert task.trials == 6 and len(got) == 6, [r.error_msg for r in got]
+    assert all(r.ok and r.check == "full" for r in got), [r.error_msg for r in got]  # re-measured, not lost
+    assert len({trace_key(r.trace) for r in got}) == 6
+    assert measurer.resubmitted >= 1  # what the killed worker had in flight was submitted again
+    if stage == "build_task":  # the build pool of the killed worker does not outlive it
+        deadline = time.monotonic() + 15
+        while left := [p for p in orphans if _running(p)]:
+            if time.monotonic() > deadline:
+                for p in left:  # not to leave them behind when the test fails
+                    os.kill(p, signal.SIGKILL)
+                raise AssertionError(f"the killed worker's processes {left} still ran 15 s later")
+            time.sleep(0.1)
+
+
 def test_a_candidate_that_kills_its_worker_process_is_recorded_as_a_crash(farm2, tmp_path):
     log = tmp_path / "crash.jsonl"
     measurer = farm2.measurer("llvm-cpu", FakeBackend(cost, crash_if=crashes))
