@@ -157,7 +157,7 @@ class PretrainedModel:
             )
         booster = xgb.Booster(params={"nthread": nthread})
         booster.load_model(bytearray(json.dumps(data.pop("booster")).encode()))
-        objective = data.get("objective") if data.get("objective") in OBJECTIVES else "rank"
+        objective = str(data.get("objective")) if data.get("objective") in OBJECTIVES else "rank"
         model = XGBModel(objective, nthread=nthread)
         model.booster = booster
         return cls(model, data, str(path))

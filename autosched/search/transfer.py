@@ -273,7 +273,9 @@ class GuidedModel:
         """The prior's share of the scores now: 0 without a prior or once it ranks this chip badly."""
         if not self._prior_ready:
             return 0.0
-        trust = 1.0 if self.trust is None else min(1.0, max(0.0, (self.trust - 0.1) / 0.5))
+        if self.trust is None:  # not judged yet: a pretrained model guides, foreign records wait
+            return self.similarity if self.guide_untrained else 0.0
+        trust = min(1.0, max(0.0, (self.trust - 0.1) / 0.5))
         return self.similarity * trust * self.half_life / (self.half_life + self.n_own)
 
     def predict(self, features: np.ndarray) -> np.ndarray:

@@ -146,7 +146,8 @@ def test_prior_weight_falls_as_b_measures():
             return X[:, 0]
 
     g = GuidedModel(XGBModel(seed=0), Prior(), similarity=0.8, half_life=48)
-    assert g.weight() == pytest.approx(0.8)  # not judged yet: the similarity alone
+    assert g.weight() == 0  # foreign records: no say before this chip has judged them
+    g.trust = 0.9
     g._costs = [1e-3] * 16
     w16 = g.weight()
     g._costs = [1e-3] * 216
