@@ -234,6 +234,9 @@ class GuidedModel:
         if "@" in group:  # another chip's records: they train the prior only
             if self.prior_frozen:
                 return
+            if self.prior is not None and not hasattr(self.prior, "add"):
+                self.own.add(group, features, costs)  # a pretrained prior is fixed: as before issue 20
+                return
             if self.prior is None:
                 from ..cost_model.xgb import XGBModel
 

@@ -224,6 +224,9 @@ def test_tune_uses_cost_model_when_no_log(tmp_path):
     assert note.startswith("cost model: matmul has no log on") and str(model) in note
     guide = task.strategy.model
     assert guide.prior.path == str(model) and guide.trust is not None
+    n = guide.own.n_samples
+    guide.add("other@chip", np.ones((2, FEATURE_COUNT)), [1e-3, 2e-3])  # a farm's peer (seed_foreign)
+    assert guide.own.n_samples == n + 2 and guide.n_own == 16  # learnt, not counted as this chip's
     # with a log on this chip, the model is not used
     _, task2, notes2 = tune(tmp_path / "b.jsonl", CHIP_B, cost_b, 8, seed=1, cost_model=str(model))
     assert not [n for n in notes2 if n.startswith("cost model")] and not isinstance(
