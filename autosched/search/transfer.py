@@ -310,6 +310,7 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
     state = {"queued": 0, "judged_at": -1}
     guide = GuidedModel(strategy.model, similarity=sim)
 
+    strategy = _model_owner(strategy)
     seeds = getattr(strategy, "_foreign_seeds", None)  # the foreign decisions that start populations
     held: list[Any] = []  # ... held back until the source has earned trust here
 
@@ -341,7 +342,16 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
 
 def attach_pretrained(strategy: Any, pretrained: Any, fingerprint: str) -> GuidedModel:
     """Guide ``strategy`` by a pretrained model from the first round; this chip's results take over."""
+    strategy = _model_owner(strategy)
     known = fingerprint in (getattr(pretrained, "header", {}) or {}).get("chips", [])
     guide = GuidedModel(strategy.model, pretrained, similarity=1.0 if known else 0.8, guide_untrained=True)
     strategy.model = guide
     return guide
+
+
+def _model_owner(strategy: Any) -> Any:
+    """The search that holds the model: wrappers (graph.tune_model's default-first) forward attributes
+    to ``inner``, and a model set on the wrapper would never be used."""
+    while "model" not in vars(strategy) and hasattr(strategy, "inner"):
+        strategy = strategy.inner
+    return strategy

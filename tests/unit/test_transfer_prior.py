@@ -268,3 +268,26 @@ def test_the_shipped_model_matches_this_feature_set():
         pytest.fail(f"{e}; rebuild it: python benchmarks/pretrain.py")
     assert model.header["records"] > 0 and len(model.header["chips"]) >= 3
     assert SHIPPED.stat().st_size < 4_000_000
+
+
+def test_guide_is_set_on_the_search_inside_a_wrapper():
+    """graph.tune_model wraps each search (its default schedule first): the guide must reach the search."""
+    from autosched.search.transfer import attach_pretrained
+
+    class Search:
+        def __init__(self):
+            self.model = "own"
+
+    class Wrapper:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    class Prior:
+        trained, header = True, {"chips": []}
+
+    inner = Search()
+    guide = attach_pretrained(Wrapper(inner), Prior(), "llvm-cpu:x:1")
+    assert inner.model is guide and guide.own == "own"
