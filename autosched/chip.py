@@ -7,6 +7,7 @@ values come from :mod:`autosched.hai.chip_facts`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -59,3 +60,25 @@ def fingerprint_of(target: Target, chip: ChipInfo) -> str:
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
     return f"{target.kind}:{chip.arch}:{digest}"
+
+
+_CHIP_FIELDS = {f.name: f for f in dataclasses.fields(ChipInfo)}
+
+
+def chip_from_json(data: dict[str, Any]) -> ChipInfo:
+    """Rebuild the :class:`ChipInfo` a record was measured on from its ``chip`` dict.
+
+    Unknown keys (a newer writer) are ignored and missing ones take the defaults, so a log from
+    another version still gives usable chip features. Example:
+    ``chip_from_json(rec.chip).vector_bits == 256`` for a record from ``llvm-cpu -mcpu=haswell``.
+    """
+    kwargs = {k: v for k, v in data.items() if k in _CHIP_FIELDS}
+    kwargs.setdefault("name", "unknown")
+    kwargs.setdefault("kind", "cpu")
+    kwargs.setdefault("arch", "unknown")
+    kwargs["features"] = tuple(kwargs.get("features") or ())
+    kwargs["extra"] = dict(kwargs.get("extra") or {})
+    try:
+        return ChipInfo(**kwargs)
+    except TypeError:  # a field of the wrong shape: fall back to what identifies the chip
+        return ChipInfo(str(kwargs["name"]), str(kwargs["kind"]), str(kwargs["arch"]))

@@ -191,7 +191,7 @@ def train_from_logs(
     """Train on every record the logs hold, each with the facts of its own chip, grouped by workload
     and chip (labels relative within a group); saved to ``out`` when given. Records whose workload
     cannot be rebuilt (:func:`resolve`) are counted in the header, not used."""
-    from ..search.transfer import chip_from_json
+    from ..chip import chip_from_json
     from .xgb import XGBModel
 
     model = XGBModel("rank", seed=seed, rounds=rounds)

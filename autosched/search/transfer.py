@@ -16,7 +16,6 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -26,30 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ..chip import ChipInfo
+from ..chip import ChipInfo, chip_from_json
 from ..records.log import LogProblem, load_records, trace_key
 from ..records.record import TuningRecord
-
-_CHIP_FIELDS = {f.name: f for f in dataclasses.fields(ChipInfo)}
-
-
-def chip_from_json(data: dict[str, Any]) -> ChipInfo:
-    """Rebuild the :class:`ChipInfo` a record was measured on from its ``chip`` dict.
-
-    Unknown keys (a newer writer) are ignored and missing ones take the defaults, so a log from
-    another version still gives usable chip features. Example:
-    ``chip_from_json(rec.chip).vector_bits == 256`` for a record from ``llvm-cpu -mcpu=haswell``.
-    """
-    kwargs = {k: v for k, v in data.items() if k in _CHIP_FIELDS}
-    kwargs.setdefault("name", "unknown")
-    kwargs.setdefault("kind", "cpu")
-    kwargs.setdefault("arch", "unknown")
-    kwargs["features"] = tuple(kwargs.get("features") or ())
-    kwargs["extra"] = dict(kwargs.get("extra") or {})
-    try:
-        return ChipInfo(**kwargs)
-    except TypeError:  # a field of the wrong shape: fall back to what identifies the chip
-        return ChipInfo(str(kwargs["name"]), str(kwargs["kind"]), str(kwargs["arch"]))
 
 
 @dataclass
