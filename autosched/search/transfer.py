@@ -78,6 +78,8 @@ def load_transfer(
         ts.problems.extend(res.problems)
         ts.other_workloads += res.other_workloads
         for rec in res.records:
+            if rec.fingerprint != fingerprint and (rec.chip.get("extra") or {}).get("simulated"):
+                continue  # modeled times are no prior for another chip
             (ts.same_chip if rec.fingerprint == fingerprint else ts.foreign).append(rec)
     return ts
 
