@@ -6,9 +6,9 @@ prints its wall time for the tuning loop (search, builds, timings and logging; t
 is timed apart), trials per minute and the best GFLOP/s reached at equal trials.
 
 What it measures on a small machine: a farm times one candidate at a time per device and host (a host
-lock keeps two local workers off one CPU), so two local workers are not faster at timing; what they can
-overlap is one candidate's build with another's timing, at the price of a build running next to a
-timing (so their timings are noisier than the local path's, which builds a batch, then times it).
+lock keeps two local workers off one CPU, and builds take it shared: they run beside each other,
+never beside a timing), so two local workers are not faster at timing; what they overlap is builds
+with builds, and the farm pays Dask's task traffic on top (trials per minute below the local path's).
 
     python benchmarks/farm.py                                   # 128^3 matmul, 128 trials each
     python benchmarks/farm.py --quick                           # a smoke run: 64^3, 16 trials
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['mode']:>10} {r['start_s']:8.1f} {r['loop_s']:8.1f} {r['per_min']:11.1f} "
               f"{r['gflops']:13.1f} {r['failures']:9d}")  # fmt: skip
     print("loop s: the tuning loop (search, builds, timings, log); start s: measurer or cluster start-up.")
-    print("A farm times one candidate at a time per host and device; its builds overlap other timings.")
+    print("A farm times one candidate at a time per host and device; its builds never overlap a timing.")
     return 0
 
 
