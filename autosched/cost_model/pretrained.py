@@ -61,18 +61,24 @@ def topi_instance(maker: str, args: dict[str, Any]) -> Any:
     return WorkloadInstance(maker, dict(args), tuple(fn(**args)))
 
 
-def resolve(name: str, args: dict[str, Any]) -> Any:
+def resolve(name: str, args: dict[str, Any], key: str | None = None) -> Any:
     """The workload a record names: a registered ``@workload`` (op files loaded), else a topi maker;
-    None when neither builds it."""
+    None when neither builds it. With ``key`` (the record's workload key) only a workload with that
+    key is taken: a registered op of the same name but other math (say an op file's own ``matmul``)
+    must not stand in for the topi one the record measured."""
     from ..te.workload import REGISTRY
 
     fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in args.items()}  # JSON made tuples lists
-    try:
-        if name in REGISTRY:
-            return REGISTRY[name].instantiate(**fixed)
-        return topi_instance(name, fixed)
-    except (AutoschedError, TypeError, ValueError):
-        return None
+    builders = [lambda: REGISTRY[name].instantiate(**fixed)] if name in REGISTRY else []
+    builders.append(lambda: topi_instance(name, fixed))
+    for build in builders:
+        try:
+            inst = build()
+        except (AutoschedError, TypeError, ValueError):
+            continue
+        if key is None or inst.key == key:
+            return inst
+    return None
 
 
 def read_records(path: str | Path) -> list[Any]:
@@ -203,7 +209,7 @@ def train_from_logs(
         for rec in read_records(path):
             key = (rec.workload_name, json.dumps(rec.workload_args, sort_keys=True))
             if key not in insts:
-                insts[key] = resolve(rec.workload_name, rec.workload_args)
+                insts[key] = resolve(rec.workload_name, rec.workload_args, rec.workload_key)
             inst = insts[key]
             chip = chips.setdefault(rec.fingerprint, chip_from_json(rec.chip))
             feats = None if inst is None else _features(rec, inst, chip)
