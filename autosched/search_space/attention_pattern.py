@@ -74,6 +74,21 @@ def _reduces_rows(sch: Schedule, row: Stage, reducer: str, source: Stage) -> boo
     return red is not None and _read_of(red.source, sch, (*op.axis, red.axes[0])) is source
 
 
+def _with_row(
+    sch: Schedule, op: ComputeOp, body: Expr, binop: str, reducer: str
+) -> tuple[Stage, Stage] | None:
+    """``(x, row)`` when ``body`` (of ``op``, over b, h, i, j) is ``x[b, h, i, j] <binop> row[b, h, i]``
+    and ``row`` is the ``reducer`` of ``x`` over j: a softmax's ``e / sum`` or ``s - max`` step."""
+    if not isinstance(body, Binary) or body.op != binop:
+        return None
+    b, h, i, j = op.axis
+    x = _read_of(body.a, sch, (b, h, i, j))
+    row = _read_of(body.b, sch, (b, h, i))
+    if x is None or row is None or not _reduces_rows(sch, row, reducer, x):
+        return None
+    return x, row
+
+
 def _uses(e: Expr, *vars: Var) -> bool:
     ids = {id(v) for v in vars}
     return any(isinstance(n, Var) and id(n) in ids for n in walk(e))
@@ -118,31 +133,19 @@ def match_attention(sch: Schedule, out: Stage) -> AttentionPattern | None:
             break
     if probs is None or not isinstance(probs.op, ComputeOp):
         return None
-    pb, ph, pi, pj = probs.op.axis
-    pbody = probs.op.body
-    if not isinstance(pbody, Binary) or pbody.op != "/":
+    pair = _with_row(sch, probs.op, probs.op.body, "/", "sum")
+    if pair is None:
         return None
-    exps = _read_of(pbody.a, sch, (pb, ph, pi, pj))
-    row_sum = _read_of(pbody.b, sch, (pb, ph, pi))
-    if exps is None or row_sum is None:
-        return None
-    if not _reduces_rows(sch, row_sum, "sum", exps):
-        return None
+    exps, row_sum = pair
     eop = exps.op
     assert isinstance(eop, ComputeOp)
-    eb, eh, ei, ej = eop.axis
     ebody = eop.body
-    if not (isinstance(ebody, Call) and ebody.name == "exp" and isinstance(ebody.args[0], Binary)):
+    if not (isinstance(ebody, Call) and ebody.name == "exp"):
         return None
-    diff = ebody.args[0]
-    if diff.op != "-":
+    pair = _with_row(sch, eop, ebody.args[0], "-", "max")
+    if pair is None:
         return None
-    scores = _read_of(diff.a, sch, (eb, eh, ei, ej))
-    row_max = _read_of(diff.b, sch, (eb, eh, ei))
-    if scores is None or row_max is None:
-        return None
-    if not _reduces_rows(sch, row_max, "max", scores):
-        return None
+    scores, row_max = pair
     xop = scores.op
     assert isinstance(xop, ComputeOp)
     if xop.reduce_axis:
