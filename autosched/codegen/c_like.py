@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from ..errors import CompileError
 from ..lower.ir import Allocate, Barrier, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from ..lower.stmt_visit import walk_stmts
-from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var, is_float
+from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, IterVar, Logical, Not, Select, Var, is_float
 from ..te.tensor import walk
 from .c_like_vector import vector_store
 
@@ -204,7 +204,8 @@ class _Renderer:
         shared: list[Buffer] = []
         for x in walk_stmts(s):
             if isinstance(x, For) and x.kind == "thread_binding" and x.thread_tag in TAGS:
-                if x.var.kind == "reduce" and x.thread_tag.startswith("threadIdx"):
+                reduce = isinstance(x.var, IterVar) and x.var.kind == "reduce"  # a plain Var is no axis
+                if reduce and x.thread_tag.startswith("threadIdx"):
                     raise self.fail(
                         f"reduction loop {x.var.name!r} is bound to {x.thread_tag}: threads would race on "
                         "its accumulator; run GPU_PASSES (lower_cross_thread_reductions) before rendering"

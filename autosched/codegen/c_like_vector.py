@@ -84,8 +84,8 @@ def _vexpr(r: _Renderer, e: Expr, v: Var, n: int, stored: Buffer, base: Affine) 
             raise _Scalar
         return f"vload{n}(0, {_pointer(r, e.buffer, b)})", True
     if isinstance(e, Binary) and e.op in ("+", "-", "*", "/"):
-        a, b = _vexpr(r, e.a, v, n, stored, base)[0], _vexpr(r, e.b, v, n, stored, base)[0]
-        return f"({a} {e.op} {b})", True
+        x, y = _vexpr(r, e.a, v, n, stored, base)[0], _vexpr(r, e.b, v, n, stored, base)[0]
+        return f"({x} {e.op} {y})", True
     if isinstance(e, Call) and e.name in _ELEMENTWISE:
         args = ", ".join(_vexpr(r, a, v, n, stored, base)[0] for a in e.args)
         return f"{e.name}({args})", True

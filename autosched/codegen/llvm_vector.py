@@ -176,7 +176,8 @@ def _why_not_memory(body: Stmt, var: Var) -> str | None:
     for buf in {id(s.buffer): s.buffer for s in stores}.values():
         mine = [s for s in stores if s.buffer is buf]
         reads = [x for x in loads if x.buffer is buf]
-        forms = [affine_index(buf, a.indices, var) for a in (*mine, *reads)]
+        accesses: list[Store | Load] = [*mine, *reads]
+        forms = [affine_index(buf, a.indices, var) for a in accesses]
         if any(f is None for f in forms):
             if len(forms) == 1:
                 continue  # a lone scatter: lanes store in order, so the last lane wins as in a loop
