@@ -77,16 +77,19 @@ class GPUSketchPolicy:
 
     def sample(self, rng: random.Random, decisions: Decisions | None = None) -> tuple[Schedule, Decisions]:
         """A random candidate; choices already in ``decisions`` are reused where still valid."""
-        return _GPUBuilder(self, rng, dict(decisions or {})).build()
+        # Not a SketchPolicy: the base reads only ``outputs``; the rules that read cores, lanes and
+        # registers are overridden below.
+        return _GPUBuilder(self, rng, dict(decisions or {})).build()  # type: ignore[arg-type]
 
 
 class _GPUBuilder(_Builder):
     flash_style = "gpu"  # attentions keep their stages here (the flash nest is CPU-style)
 
-    p: GPUSketchPolicy  # type: ignore[assignment]
+    p: GPUSketchPolicy  # type: ignore[assignment]  # the GPU rules read max_threads, shared_mem
 
     # build() is the CPU builder's walk; only the rules for reductions and elementwise stages differ.
-    def plain_reduction(self, st: Stage) -> None:
+    def plain_reduction(self, st: Stage, outer_parallel: bool = True) -> None:
+        # outer_parallel is the CPU rules' (parallel rfactor over cores); the GPU has no such rule
         if self.choose(f"{st.name}/cross_thread", (False, True)):
             self.cross_thread_reduction(st)
         else:
@@ -140,8 +143,10 @@ class _GPUBuilder(_Builder):
                 if isinstance(src.op, PlaceholderOp) or src.attach[0] == "inline":
                     cached = self.s[self.s.cache_read(src.name, "shared", [producer.name])]
                     cached.compute_at(producer, r0[-1])
-                    ax = cached.op.axis
-                    fused = cached.fuse(*ax) if len(ax) > 1 else ax[0]
+                    copy_op = cached.op
+                    assert isinstance(copy_op, ComputeOp)
+                    axes = copy_op.axis
+                    fused = cached.fuse(*axes) if len(axes) > 1 else axes[0]
                     _, ti = cached.split(fused, factor=nthreads)
                     cached.bind(ti, "threadIdx.x")
                     self.done.add(cached.name)
