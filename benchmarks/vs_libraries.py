@@ -9,6 +9,11 @@ this process and timed against each library in alternating blocks
     python benchmarks/vs_libraries.py --trials 300                      # tune each, then compare
     python benchmarks/vs_libraries.py --log matmul.jsonl --workloads matmul   # compare a log's best
     python benchmarks/vs_libraries.py --quick                           # tiny sizes: a smoke test
+    python benchmarks/vs_libraries.py --workloads matmul --trials 300 --seeds 3   # median of 3 seeds
+
+With ``--seeds N`` each seed tunes and times in a fresh process of its own (search seed 0..N-1), so one
+process's warm caches, allocator state or thread placement cannot favour a contender; the table shows every
+seed's row and then the median over seeds of each time and ratio.
 
 Run it alone on the machine: anything else running makes the times meaningless.
 """
@@ -16,7 +21,10 @@ Run it alone on the machine: anything else running makes the times meaningless.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -118,14 +126,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, help="tune workloads no --log covers (default 300; quick 16)")
     p.add_argument("--repeat", type=int, default=60, help="timed calls of each contender")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--seed", type=int, default=0, help="the search's seed")
+    p.add_argument("--seeds", type=int, help="run seeds 0..N-1, each in a fresh process, and print medians")
+    p.add_argument("--rows-out", type=Path, help=argparse.SUPPRESS)  # a child's rows, as JSON, for --seeds
     args = p.parse_args(argv)
+    if args.seeds:
+        return run_seeds(args, argv if argv is not None else sys.argv[1:])
     sizes = QUICK if args.quick else FULL
     trials = args.trials or (16 if args.quick else 300)
     target = parse_target("llvm-cpu")
     fingerprint = fingerprint_of(target, get_adapter(target).info())
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     work = Path(tempfile.mkdtemp(prefix="autosched_vs_libraries_"))
-    rows = []
+    rows: list[list[str]] = []
+    raw: list[dict[str, Any]] = []
     for name in [w.strip() for w in args.workloads.split(",") if w.strip()]:
         if name not in sizes:
             p.error(f"unknown workload {name!r}; known: {', '.join(sizes)}")
@@ -133,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         found = best_trace([Path(x) for x in args.log], inst, fingerprint)
         if found is None:
             log = work / f"{name}.jsonl"
-            options = TuneOptions(trials=trials, baseline=False, num_threads=args.threads)
+            options = TuneOptions(trials=trials, baseline=False, num_threads=args.threads, seed=args.seed)
             Tuner([inst], target, log, options).run()
             found = best_trace([log], inst, fingerprint)
         if found is None:
@@ -141,21 +155,66 @@ def main(argv: list[str] | None = None) -> int:
             continue
         trace, n_records = found
         times = time_contenders(name, inst, trace, target, args.threads, args.repeat)
-        ours = times["autosched"]
-        gflops = inst.flop_count() / ours / 1e9
-        row = [name, str(n_records), f"{ours * 1e3:.3f}", f"{gflops:.1f}"]
-        for lib in ("numpy", "torch"):
-            t = times.get(lib)
-            row += [f"{t * 1e3:.3f}", f"{t / ours:.2f}x"] if t else ["-", "-"]
-        rows.append(row)
-        print("# " + " ".join(row), flush=True)
+        times["gflop"] = inst.flop_count() / 1e9
+        times["trials"] = n_records
+        rows.append(format_row(name, times))
+        print("# " + " ".join(rows[-1]), flush=True)
+        raw.append({"workload": name, **times})
+    if args.rows_out:
+        args.rows_out.write_text(json.dumps(raw))
+    print_table(rows, f"{args.threads} threads each, timed in alternating blocks in this process")
+    print(blas.describe())
+    warning = blas.forced_warning()
+    if warning:
+        print(f"warning: {warning}")
+    return 0
+
+
+def format_row(name: str, times: dict[str, Any], label: str = "") -> list[str]:
+    ours = times["autosched"]
+    row = [name, label or str(times["trials"]), f"{ours * 1e3:.3f}", f"{times['gflop'] / ours:.1f}"]
+    for lib in ("numpy", "torch"):
+        t = times.get(lib)
+        ratio = times.get(f"{lib} ratio", t / ours if t else None)
+        row += [f"{t * 1e3:.3f}", f"{ratio:.2f}x"] if t else ["-", "-"]
+    return row
+
+
+def print_table(rows: list[list[str]], how: str) -> None:
     head = ["workload", "trials", "autosched ms", "GFLOP/s", "numpy ms", "vs numpy", "torch ms", "vs torch"]
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     print()
     for line in [head, *rows]:
         print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
-    print(f"vs X = X's time / autosched's time (> 1: autosched is faster); {args.threads} threads each, "
-          "timed in alternating blocks in this process")  # fmt: skip
+    print(f"vs X = X's time / autosched's time (> 1: autosched is faster); {how}")
+
+
+def run_seeds(args: argparse.Namespace, argv: list[str]) -> int:
+    """Each seed in a fresh child process; then every seed's row and the median over seeds."""
+    passed = [a for i, a in enumerate(argv) if not a.startswith("--seeds") and argv[i - 1 : i] != ["--seeds"]]
+    per_workload: dict[str, list[dict[str, Any]]] = {}
+    rows: list[list[str]] = []
+    for seed in range(args.seeds):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "rows.json"
+            cmd = [sys.executable, __file__, *passed, "--seed", str(seed), "--rows-out", str(out)]
+            print(f"# seed {seed}: {' '.join(cmd[1:])}", flush=True)
+            if subprocess.run(cmd).returncode != 0 or not out.exists():
+                print(f"# seed {seed}: the child process failed")
+                return 1
+            for r in json.loads(out.read_text()):
+                per_workload.setdefault(r["workload"], []).append(r)
+                rows.append(format_row(r["workload"], r, f"{r['trials']} s{seed}"))
+    for name, runs in per_workload.items():
+        med: dict[str, Any] = {"gflop": runs[0]["gflop"]}
+        med["autosched"] = statistics.median(r["autosched"] for r in runs)
+        for lib in ("numpy", "torch"):
+            if all(lib in r for r in runs):
+                med[lib] = statistics.median(r[lib] for r in runs)
+                med[f"{lib} ratio"] = statistics.median(r[lib] / r["autosched"] for r in runs)
+        rows.append(format_row(name, med, f"median of {len(runs)}"))
+    how = "each seed tuned and timed in a fresh process, contenders in alternating blocks; the median row:"
+    print_table(rows, f"{args.threads} threads each; {how} each time's and ratio's median")
     print(blas.describe())
     warning = blas.forced_warning()
     if warning:
