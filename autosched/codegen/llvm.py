@@ -285,7 +285,8 @@ def _attach_attributes(text: str, cpu: str, features: str, vector_bits: int) -> 
         attrs.append(f'"target-cpu"="{cpu}"')
     if features:
         attrs.append(f'"target-features"="{features}"')
-    text = re.sub(r"^(define [^\n]*\))$", r"\1 #0", text, flags=re.MULTILINE)
+    # Also after llvmlite's own attributes (a parallel body's ``alwaysinline``).
+    text = re.sub(r"^(define [^\n]*\)(?: [a-z]+)*)$", r"\1 #0", text, flags=re.MULTILINE)
     return f"{text}\nattributes #0 = {{ {' '.join(attrs)} }}\n"
 
 
