@@ -111,12 +111,12 @@ def group_workload(group: FusedGroup) -> tuple[WorkloadInstance, list[Operation]
         src = e.tensor.op
         if src in members:
             new = rebuilt[src]
+        elif src in placeholders:
+            new = placeholders[src]
         else:
-            new = placeholders.get(src)
-            if new is None:
-                new = Tensor(PlaceholderOp(f"p{len(sources)}", tuple(src.shape), src.dtype))
-                placeholders[src] = new
-                sources.append(src)
+            new = Tensor(PlaceholderOp(f"p{len(sources)}", tuple(src.shape), src.dtype))
+            placeholders[src] = new
+            sources.append(src)
         return TensorRead(new, tuple(rewrite(i, swap) for i in e.indices), e.dtype)
 
     for n, (op, kind) in enumerate(zip(group.ops, group.patterns, strict=True)):

@@ -22,7 +22,8 @@ from ..errors import AutoschedError
 from .data import Curve
 from .resolve import ChipRoof
 
-SVG_STYLE = {"svg.fonttype": "none", "svg.hashsalt": "autosched"}  # text stays text; stable ids
+# Text stays text; stable ids. Keys typed Any: matplotlib's rc_context takes only its literal key names.
+SVG_STYLE: dict[Any, str] = {"svg.fonttype": "none", "svg.hashsalt": "autosched"}
 
 
 class ReportDependencyError(AutoschedError):

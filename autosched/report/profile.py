@@ -88,7 +88,7 @@ def profile_directory(
 ) -> Profile:
     """Check and time every function of the library in ``directory``; raises LoadError for a bad one."""
     notes = load_workloads(op_files)
-    loaded = load(directory)
+    loaded: Any = load(directory)  # a Library, or a CompiledModel for a model directory
     lib = getattr(loaded, "library", None) or loaded  # a CompiledModel holds its kernel library
     model_tasks = {t["function"]: t for t in loaded.plan["tasks"]} if lib is not loaded else {}
     chip = dict(lib.manifest["target"].get("chip") or {})

@@ -128,7 +128,9 @@ def choose_schedules(
     chosen = []
     for name, inst in zip(names, instances):
         # validated: a record that does not fit the workload is never compiled (issue 19)
-        rec = best_valid_record([log], inst, fingerprint, scanned={str(log): lines})[0] if records else None
+        rec = None
+        if log is not None and records:  # records come only from a log
+            rec = best_valid_record([log], inst, fingerprint, scanned={str(log): lines})[0]
         if rec is not None:
             chosen.append(ExportedFunction(name, inst, rec.trace, rec))
             continue

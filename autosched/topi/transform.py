@@ -202,7 +202,7 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0, name: str = "concatena
     def body(*idx: Any) -> Any:
         # Build the select chain from the last tensor back, so each branch reads only in range.
         i = idx[ax]
-        expr = tensors[-1][(*idx[:ax], offset(i, -offsets[-2]), *idx[ax + 1 :])]
+        expr: te.Expr = tensors[-1][(*idx[:ax], offset(i, -offsets[-2]), *idx[ax + 1 :])]
         for t, off, end in reversed(list(zip(tensors[:-1], offsets[:-2], offsets[1:-1], strict=True))):
             expr = te.if_then_else(i < end, t[(*idx[:ax], offset(i, -off), *idx[ax + 1 :])], expr)
         return expr

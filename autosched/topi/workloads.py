@@ -184,8 +184,10 @@ def make_layer_norm(
 def make_batch_norm(N: int = 2, C: int = 4, H: int = 6, W: int = 6, dtype: str = "float32") -> list[Tensor]:
     """Inference batch norm of an NCHW tensor; moving_var must be positive when run."""
     x = te.placeholder((N, C, H, W), dtype, name="x")
-    params = [te.placeholder((C,), dtype, name=n) for n in ("gamma", "beta", "moving_mean", "moving_var")]
-    return [x, *params, norm.batch_norm(x, *params)]
+    gamma, beta, mean, var = (
+        te.placeholder((C,), dtype, name=n) for n in ("gamma", "beta", "moving_mean", "moving_var")
+    )
+    return [x, gamma, beta, mean, var, norm.batch_norm(x, gamma, beta, mean, var)]
 
 
 def make_attention(

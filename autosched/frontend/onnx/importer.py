@@ -265,7 +265,7 @@ class Importer:
         return Value(name, shape, dtype, tensor=tensor)
 
     def evaluate(self, tensor: Tensor) -> np.ndarray:
-        leaves = {
+        leaves: dict[Tensor | str, np.ndarray] = {
             Tensor(op): self.weights[op] for op in topo_order([tensor]) if isinstance(op, PlaceholderOp)
         }
         return evaluate([tensor], leaves)[0]

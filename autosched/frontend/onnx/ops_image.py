@@ -159,8 +159,7 @@ def resize_op(node: Node) -> Out:
         raise node.error("antialias=1 is not supported")
     method = node.attr("mode", "nearest")
     if node.opset < 11:
-        scales = node.const(1, "scales")
-        plan = output_plan(node, shape, scales, None)
+        plan = output_plan(node, shape, node.const(1, "scales"), None)
         return resize(node, method, "asymmetric", *plan, [0.0] * (2 * len(shape)))
     roi = node.optional_const(1, "roi")
     scales, sizes = node.optional_const(2, "scales"), node.optional_const(3, "sizes")
@@ -255,7 +254,7 @@ def grid_sample(node: Node) -> Out:
                 inside.extend([src >= 0, src < size])
                 idx.append(clamp(src, size))
                 weight = w if weight is None else (weight * w if w is not None else weight)
-            pixel = x[tuple(idx)]
+            pixel: te.Expr = x[tuple(idx)]
             if padding == "zeros":
                 pixel = te.if_then_else(te.all(*inside), pixel, zero)
             term = pixel if weight is None else pixel * weight

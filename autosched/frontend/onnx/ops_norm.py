@@ -25,8 +25,8 @@ from .registry import converter
 def batch_norm(node: Node) -> Any:
     if node.attr("training_mode", 0):
         raise node.error("training_mode=1 computes batch statistics; autosched imports inference models only")
-    params = [node.tensor(i) for i in range(1, 5)]
-    return topi.batch_norm(node.tensor(0), *params, axis=1, epsilon=node.attr("epsilon", 1e-5))
+    gamma, beta, mean, var = (node.tensor(i) for i in range(1, 5))
+    return topi.batch_norm(node.tensor(0), gamma, beta, mean, var, axis=1, epsilon=node.attr("epsilon", 1e-5))
 
 
 def softmax_over(x: Any, axes: tuple[int, ...], log: bool) -> Any:

@@ -292,9 +292,11 @@ def constant_of_shape(node: Node) -> np.ndarray:
 
 @converter("Range", since=11)
 def range_(node: Node) -> np.ndarray:
-    start, limit, delta = (
+    # 0-d arrays, not Python numbers: arange then counts the elements in the inputs' dtype
+    bounds: list[Any] = [
         np.asarray(node.const(i, what)) for i, what in enumerate(("start", "limit", "delta"))
-    )
+    ]
+    start, limit, delta = bounds
     return np.arange(start, limit, delta, dtype=start.dtype)
 
 
@@ -328,8 +330,8 @@ def pad(node: Node) -> Out:
     else:
         pads = int_list(node, 1, "pads")
         value = np.asarray(node.const(2, "constant_value")).item() if node.has(2) else 0
-        axes = axes_of(node, 18, 3, n) if node.opset >= 18 else None
-        axes = list(range(n)) if axes is None else axes
+        given = axes_of(node, 18, 3, n) if node.opset >= 18 else None
+        axes = list(range(n)) if given is None else given
     before, after = [0] * n, [0] * n
     for j, a in enumerate(axes):
         before[a], after[a] = pads[j], pads[j + len(axes)]
