@@ -2,9 +2,6 @@
 item 3): an adapter without linkable objects (installed from outside, by entry point) is measured by
 the same builder and runner, its kernels compiled, run and timed in the runner's worker process."""
 
-import os
-import textwrap
-
 import numpy as np
 import pytest
 
@@ -82,16 +79,9 @@ class FaultyAdapter:
 
 
 @pytest.fixture
-def faulty(tmp_path, monkeypatch):
+def faulty(install_adapter):
     """autosched-faulty installed: a site folder on sys.path and on the worker processes' PYTHONPATH."""
-    site = tmp_path / "site"
-    dist = site / "autosched_faulty-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: autosched-faulty\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[autosched.adapters]\nfaulty = autosched_faulty:FaultyAdapter\n")
-    (site / "autosched_faulty.py").write_text(textwrap.dedent(ADAPTER))
-    monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    site = install_adapter("faulty", "FaultyAdapter", ADAPTER)
     assert "faulty" in registry.kinds()
     return site
 

@@ -7,7 +7,6 @@ import logging
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -42,16 +41,9 @@ OPS_FILE = os.path.join(os.path.dirname(autosched.__file__), "ops", "workloads.p
 
 
 @pytest.fixture
-def mychip(tmp_path, monkeypatch):
+def mychip(install_adapter, tmp_path, monkeypatch):
     """The site folder of an installed autosched-mychip, on sys.path and on the children's PYTHONPATH."""
-    site = tmp_path / "site"
-    dist = site / "autosched_mychip-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: autosched-mychip\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[autosched.adapters]\nmychip = autosched_mychip:MyChipAdapter\n")
-    (site / "autosched_mychip.py").write_text(textwrap.dedent(ADAPTER))
-    monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    site = install_adapter("mychip", "MyChipAdapter", ADAPTER)
     monkeypatch.setenv("AUTOSCHED_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("AUTOSCHED_LOGS", raising=False)
     dispatch.clear_memory_cache()
