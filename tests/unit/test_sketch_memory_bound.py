@@ -1,0 +1,58 @@
+"""Sketch decisions for memory-bound kinds: a reduction whose readers re-read its rows is computed in
+their row loop (one pass over memory), with its own reduction in the vector lanes; a strided one keeps
+the root."""
+
+from __future__ import annotations
+
+import random
+
+from autosched import te
+from autosched.search_space.sketch import SketchPolicy
+from autosched.topi.workloads import make_layer_norm, make_softmax
+
+
+def test_layer_norm_sums_run_in_the_output_row_loop() -> None:
+    """Whenever the output keeps a row loop, both row sums are computed in it, rfactor-ed."""
+    *_, out = make_layer_norm((64, 256), axis=-1)
+    policy = SketchPolicy([out], lanes=16)
+    rng = random.Random(0)
+    kept = 0
+    for _ in range(40):
+        s, d = policy.sample(rng)
+        if s["layer_norm"].attach[0] != "root" or d["layer_norm/parallel_depth"] != 1:
+            continue
+        kept += 1
+        for name in ("layer_norm_sum", "layer_norm_varsum"):
+            assert d[f"{name}/location"] >= 1 and d[f"{name}/rfactor"] is True, d
+            assert s[name].attach[:2] == ("at", "layer_norm"), s[name].attach
+    assert kept >= 5
+    # An old record's root placement is not rebuilt: the decision is resampled among the row loops.
+    _, d = policy.sample(rng, {"layer_norm/parallel_depth": 1, "layer_norm_varsum/location": 0})
+    assert d["layer_norm_varsum/location"] == 1
+
+
+def test_softmax_reductions_prefer_the_row_loop() -> None:
+    _, out = make_softmax((64, 512))
+    policy = SketchPolicy([out], lanes=16)
+    rng = random.Random(3)
+    for _ in range(30):
+        _, d = policy.sample(rng)
+        if d["softmax_norm/parallel_depth"] == 1 and d.get("softmax_exp/inline", True):
+            assert d["softmax_expsum/location"] == 1 and d["softmax_maxelem/location"] == 1, d
+
+
+def test_strided_and_large_reductions_keep_the_root() -> None:
+    """A column sum (stride = row length) and a row of 1M floats (4 MiB) may still go to the root."""
+    x = te.placeholder((256, 64), name="x")
+    i = te.reduce_axis((0, 256), name="i")
+    col = te.compute((64,), lambda j: te.sum(x[i, j], axis=i), name="col")
+    scaled = te.compute((256, 64), lambda r, j: x[r, j] / col[j], name="scaled")
+    y = te.placeholder((2, 1 << 20), name="y")
+    k = te.reduce_axis((0, 1 << 20), name="k")
+    big = te.compute((2,), lambda r: te.sum(y[r, k], axis=k), name="big")
+    shifted = te.compute((2, 1 << 20), lambda r, c: y[r, c] - big[r], name="shifted")
+    for out, name in ((scaled, "col"), (shifted, "big")):
+        policy = SketchPolicy([out], lanes=16)
+        rng = random.Random(0)
+        seen = {policy.sample(rng)[1].get(f"{name}/location") for _ in range(30)}
+        assert 0 in seen, (name, seen)
