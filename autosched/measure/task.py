@@ -7,7 +7,9 @@ written to every measure result):
 - ``"numpy"``: above :data:`SAMPLE_ABOVE` points, the workload's own ``numpy=`` function in float64
   (BLAS-fast), first checked against the te definition at sampled outputs;
 - ``"sampled:N"``: above it without ``numpy=``, the evaluator at N random output elements only
-  (a 2048^3 matmul: 0.3 s instead of 8.5 s); kernels are compared there.
+  (a 2048^3 matmul: 0.3 s instead of 8.5 s); kernels are compared there. A row-separable chain of
+  stages (attention: scores, softmax, product per query row) is evaluated at a few hundred whole
+  output rows instead (``te/reference_sampled.py``), and N counts the elements of those rows.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..lower.bounds import check_bounds
 from ..target import parse_target
 from ..te.expr import is_float
 from ..te.reference import evaluate, evaluate_at, random_inputs, reference_work
+from ..te.reference_sampled import evaluate_rows, row_flat_indices, sample_rows
 from ..te.tensor import PlaceholderOp, Tensor
 from ..te.workload import count_flops
 from ..testing import tolerance
@@ -86,7 +89,7 @@ class MeasureTask:
             samples: list[np.ndarray | None] = [None] * len(outs)
             expected, check = evaluate(outs, dict(zip(ins, inputs))), "full"
         else:
-            how = "the workload's numpy= function" if numpy_fn is not None else f"{SAMPLES} sampled outputs"
+            how = "the workload's numpy= function" if numpy_fn is not None else "sampled outputs"
             if on_reference is not None:
                 on_reference(f"{name}: computing the reference ({how}, {work:.2g} points)...")
             expected, samples, check = _large_reference(name, ins, outs, inputs, numpy_fn, seed)
@@ -121,6 +124,12 @@ def _large_reference(
     numpy_fn: Callable[..., Any] | None,
     seed: int,
 ) -> tuple[list[np.ndarray], list[np.ndarray | None], str]:
+    if numpy_fn is None:
+        rows = sample_rows(outs, seed + 1)
+        if rows is not None:  # whole rows of each stage: no stage evaluated everywhere
+            at_rows = evaluate_rows(outs, dict(zip(ins, inputs)), rows)
+            flat_rows = [row_flat_indices(t, rows) for t in outs]
+            return [a.reshape(-1) for a in at_rows], list(flat_rows), f"sampled:{sum(map(len, flat_rows))}"
     rng = np.random.default_rng(seed + 1)
     flat = [np.unique(rng.integers(0, math.prod(t.shape), SAMPLES)) for t in outs]
     at_samples = evaluate_at(outs, dict(zip(ins, inputs)), flat)
