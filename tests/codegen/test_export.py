@@ -13,6 +13,7 @@ import autosched
 from autosched.runtime.cpufeatures import host_flags
 from autosched.runtime.export import ExportError, export_library
 from autosched.runtime.load import LoadError
+from tests.dlpack import DLPackOnly
 
 ROOT = Path(__file__).resolve().parents[2]
 MATMUL = ROOT / "examples" / "matmul.py"
@@ -194,17 +195,7 @@ def test_wrong_arguments_at_call_time(built):
 
 
 def test_dlpack_arrays(built):
-    class Wrapped:
-        def __init__(self, arr):
-            self.arr = arr
-
-        def __dlpack__(self, **kw):
-            return self.arr.__dlpack__(**kw)
-
-        def __dlpack_device__(self):
-            return self.arr.__dlpack_device__()
-
     lib = autosched.load(built)
     a, b, c = np.ones((16, 8), "float32"), np.ones((8, 32), "float32"), np.zeros((16, 32), "float32")
-    lib.matmul(Wrapped(a), Wrapped(b), Wrapped(c))  # the output is written through its DLPack view
+    lib.matmul(DLPackOnly(a), DLPackOnly(b), DLPackOnly(c))  # the output is written through its DLPack view
     assert (c == 8).all()

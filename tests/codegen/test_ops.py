@@ -10,6 +10,7 @@ import pytest
 
 import autosched
 from autosched import ops
+from tests.dlpack import DLPackOnly
 from tests.unit.test_topi import np_gelu as gelu_ref
 from tests.unit.test_topi import np_pool as pool_ref
 from tests.unit.test_topi import np_softmax as softmax_ref
@@ -207,20 +208,10 @@ def test_tuned_record_is_used(cache, tmp_path):
 
 
 def test_dlpack_input_and_bad_input(cache):
-    class Wrapped:  # any object speaking DLPack
-        def __init__(self, arr):
-            self.arr = arr
-
-        def __dlpack__(self, **kw):
-            return self.arr.__dlpack__(**kw)
-
-        def __dlpack_device__(self):
-            return self.arr.__dlpack_device__()
-
     a, b = rand(2, 3), rand(3, 4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ops.UntunedWarning)
-        np.testing.assert_allclose(ops.matmul(Wrapped(a), b), a @ b, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ops.matmul(DLPackOnly(a), b), a @ b, rtol=1e-5, atol=1e-5)
         with pytest.raises(TypeError, match="numpy array or support DLPack"):
             ops.matmul([[1.0]], b)
         with pytest.raises(ValueError, match="columns must equal"):

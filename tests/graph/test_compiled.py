@@ -10,6 +10,7 @@ from autosched import te, topi
 from autosched.errors import AutoschedError
 from autosched.graph.compiled import ModelInputError
 from autosched.graph.ir import Graph, Input, Output
+from tests.dlpack import DLPackOnly
 
 from .builders import Weights, bert_like, random_inputs, reference_outputs, resnet_like
 
@@ -68,18 +69,7 @@ def test_dlpack_and_non_contiguous_inputs(resnet):
     graph, (model, _) = resnet
     x = random_inputs(graph, 3)["input"]
     expected = model.run({"input": x})["probs"]
-
-    class OnlyDLPack:
-        def __init__(self, a):
-            self.a = a
-
-        def __dlpack__(self, **kw):
-            return self.a.__dlpack__(**kw)
-
-        def __dlpack_device__(self):
-            return self.a.__dlpack_device__()
-
-    np.testing.assert_array_equal(model.run({"input": OnlyDLPack(x)})["probs"], expected)
+    np.testing.assert_array_equal(model.run({"input": DLPackOnly(x)})["probs"], expected)
     strided = np.asfortranarray(x)
     np.testing.assert_array_equal(model.run({"input": strided})["probs"], expected)
 

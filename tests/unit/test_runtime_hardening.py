@@ -21,6 +21,7 @@ from autosched.errors import AutoschedError, CompileError, RunError
 from autosched.measure.result import BuildResult
 from autosched.runtime.arrays import ArgumentError
 from autosched.runtime.manifest import LoadError, library_digest
+from tests.dlpack import DLPackOnly
 
 pytest.importorskip("llvmlite")
 
@@ -199,17 +200,6 @@ def test_output_aliasing_an_input_is_refused(built):
     np.testing.assert_allclose(c, a @ a, rtol=1e-5, atol=1e-5)
 
 
-class _DLPackOnly:
-    def __init__(self, arr):
-        self.arr = arr
-
-    def __dlpack__(self, **kw):
-        return self.arr.__dlpack__(**kw)
-
-    def __dlpack_device__(self):
-        return self.arr.__dlpack_device__()
-
-
 def test_read_only_outputs_are_refused(built):
     lib = autosched.load(built)
     a, b = rng_arrays((N, N), (N, N))
@@ -218,10 +208,10 @@ def test_read_only_outputs_are_refused(built):
     with pytest.raises(ArgumentError, match=r"argument 2 \('C'\) is an output but read-only"):
         lib.matmul(a, b, c)
     with pytest.raises(ArgumentError, match="is an output but read-only"):
-        lib.matmul(a, b, _DLPackOnly(c))  # before: written anyway
+        lib.matmul(a, b, DLPackOnly(c))  # before: written anyway
     assert (c == 0).all()
     w = np.zeros((N, N), "float32")
-    lib.matmul(_DLPackOnly(a), _DLPackOnly(b), _DLPackOnly(w))  # a writable DLPack output still works
+    lib.matmul(DLPackOnly(a), DLPackOnly(b), DLPackOnly(w))  # a writable DLPack output still works
     np.testing.assert_allclose(w, a @ b, rtol=1e-5, atol=1e-5)
 
 
@@ -237,7 +227,7 @@ def test_autosched_build_refuses_aliasing_and_read_only_outputs():
     ro = np.zeros((N, N), "float32")
     ro.flags.writeable = False
     with pytest.raises(ArgumentError, match="read-only"):
-        f(a, b, _DLPackOnly(ro))
+        f(a, b, DLPackOnly(ro))
     c = np.empty((N, N), "float32")
     f(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
