@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import RunError
 
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than the last-level cache of the chips autosched meets
+SETTLED_AFTER = 2  # repeats all over ``stop_s``: two, so that one noisy repeat settles nothing
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ def time_calls(
     first_s: float | None = None,
     budget_s: float = math.inf,
     slow_s: float = math.inf,
+    stop_s: float = math.inf,
 ) -> list[float]:
     """Seconds per call of ``call``, one number per repeat.
 
@@ -101,6 +103,8 @@ def time_calls(
         if policy.flush_cache:
             flush_cache()
         costs.append(_timed(call, number, sync, device_timed))
+        if len(costs) >= SETTLED_AFTER and min(costs) > stop_s:
+            break
     return costs
 
 

@@ -8,7 +8,9 @@ compares with the reference (a mismatch is "wrong_result", never a timing), warm
 ``repeat`` repeats of at least ``min_repeat_ms`` each (the adapter's own ``time()`` for a device
 kernel, within the same budget). A candidate whose
 checked first run is over ``slow_factor`` times the best this runner has timed for the task keeps that one
-run as its cost: ten repeats of a hopeless kernel cost more than the rest of a batch, and one still
+run as its cost: ten repeats of a hopeless kernel cost more than the rest of a batch; one whose first
+two repeats are over ``stop_factor`` times the best stops there (a long attention kernel's repeats
+were most of its tuning time), and one still
 running after :data:`ABORT_FACTOR` times the best (at least :data:`ABORT_FLOOR_S`) is stopped as a
 "timeout" rather than waited for until ``timeout_s``. The parent waits
 a bounded time per candidate: a hang is killed ("timeout"), a death is a "crash" naming the signal, and
@@ -97,6 +99,7 @@ class LocalRunner:
         num_threads: int | None = None,
         slow_factor: float = 3.0,
         flush_cache: bool = False,
+        stop_factor: float = 1.5,
         compile_timeout_s: float = COMPILE_TIMEOUT_S,
     ):
         if repeat < 1 or timeout_s <= 0 or compile_timeout_s <= 0:
@@ -112,6 +115,7 @@ class LocalRunner:
         self.warmup = warmup
         self.num_threads = num_threads
         self.slow_factor = slow_factor
+        self.stop_factor = stop_factor
         self.timing = TimingPolicy(repeat, warmup, min_repeat_ms / 1e3, flush_cache)  # recorded with costs
         self._best: dict[tuple[int, str], float] = {}  # per task: best median timed here (slow shortcut)
         self._proc: Any = None
@@ -241,6 +245,7 @@ class LocalRunner:
             budget,
             self.slow_factor * best,
             self.timing.flush_cache,
+            self.stop_factor * best,
         )
         reply = self._call(message, wait)
         run_s = time.perf_counter() - t0

@@ -144,6 +144,7 @@ class _WorkerState:
         budget_s: float,
         slow_s: float = math.inf,
         flush_cache: bool = False,
+        stop_s: float = math.inf,
     ) -> list[float]:
         start = time.perf_counter()
         if self.kernel is None:
@@ -166,9 +167,10 @@ class _WorkerState:
         self.check(n_in)
         policy = TimingPolicy(repeat, warmup, min_repeat_s, flush_cache)
         left = budget_s - (time.perf_counter() - start)
-        # far slower than the best (slow_s): the checked first run is its only sample
+        # far slower than the best (slow_s): the checked first run is its only sample; clearly slower
+        # (stop_s): two repeats
         slow = max(slow_s, SLOW_MIN_S)
-        return time_calls(lambda: fn(*ptrs), policy, first_s=once, budget_s=left, slow_s=slow)
+        return time_calls(lambda: fn(*ptrs), policy, first_s=once, budget_s=left, slow_s=slow, stop_s=stop_s)
 
     def check(self, n_in: int) -> None:
         """Raise _WrongResult (a "wrong_result") naming the output and its worst element."""

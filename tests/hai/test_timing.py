@@ -90,3 +90,10 @@ def test_tuning_logs_say_how_costs_were_timed_and_old_lines_still_load(tmp_path)
     assert '"timing":{' in line
     old = line.replace(line[line.index(',"timing"') : line.index("}", line.index(',"timing"')) + 1], "")
     assert '"timing"' not in old and TuningRecord.from_json_line(old).timing is None
+
+
+def test_repeats_stop_once_two_are_clearly_slower_than_stop_s():
+    call = Counter()
+    policy = TimingPolicy(repeat=5, warmup=0, min_repeat_s=0.0)
+    assert len(time_calls(call, policy, first_s=1e-3, stop_s=0.0)) == 2 and call.calls == 2
+    assert len(time_calls(Counter(), policy, first_s=1e-3, stop_s=10.0)) == 5  # not slower: all repeats
