@@ -18,12 +18,15 @@ from .partition import partition_vector_loops
 from .schedule_ops import schedule_to_loops
 from .simplify import simplify
 from .unroll import auto_unroll
+from .unswitch import unswitch_guards
 from .verify import verify
 
 Pass = Callable[[PrimFunc], PrimFunc]
 
 PASSES: list[tuple[str, Pass]] = [
     ("simplify", simplify),  # fold the constants bound inference and splits leave behind
+    # a window's padding tests out of the channel and register-tile loops that do not change them
+    ("unswitch_guards", unswitch_guards),
     # a vector loop whose lanes test padding: guarded whole-vector part, the border lane by lane
     ("partition_vector_loops", partition_vector_loops),
     ("auto_unroll", auto_unroll),  # honour pragma auto_unroll_max_step

@@ -1,0 +1,93 @@
+"""The unswitch_guards pass: a window's padding tests leave the loops that do not change them, the
+taken branch reads without a select, and every schedule still matches numpy."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from autosched import te
+from autosched.lower.ir import For, IfThenElse, Store
+from autosched.lower.pipeline import lower
+from autosched.lower.stmt_visit import walk_stmts
+from autosched.search_space.schedule import create_schedule
+from autosched.search_space.sketch import SketchPolicy
+from autosched.te.expr import Select
+from autosched.te.tensor import walk
+from autosched.testing import assert_matches_numpy
+from autosched.topi.transform import pad
+from autosched.topi.workloads import make_avg_pool2d, make_conv1d, make_conv2d, make_max_pool2d
+
+
+def _selects(s) -> int:
+    return sum(isinstance(n, Select) for x in walk_stmts(s) if isinstance(x, Store) for n in walk(x.value))
+
+
+def _capsule(n: int = 1, h: int = 6, ci: int = 4, co: int = 16) -> list:
+    """NHWIJC capsule conv, 3x3 stride 2 pad 1 (the shape of vs_tvm's capsule_conv2d, smaller)."""
+    data = te.placeholder((n, h, h, 4, 4, ci), name="data")
+    kernel = te.placeholder((3, 3, 4, 4, ci, co), name="kernel")
+    padded = pad(data, (0, 1, 1, 0, 0, 0), (0, 1, 1, 0, 0, 0))
+    out = h // 2
+    rh, rw = te.reduce_axis((0, 3), name="rh"), te.reduce_axis((0, 3), name="rw")
+    ck, rc = te.reduce_axis((0, 4), name="cap_k"), te.reduce_axis((0, ci), name="rc")
+    c = te.compute(
+        (n, out, out, 4, 4, co),
+        lambda b, y, x, i, j, o: te.sum(
+            padded[b, y * 2 + rh, x * 2 + rw, i, ck, rc] * kernel[rh, rw, ck, j, rc, o], axis=[rh, rw, ck, rc]
+        ),
+        name="capsule",
+    )
+    return [data, kernel, c]
+
+
+def test_padding_test_leaves_the_channel_loop() -> None:
+    """Plain loops of a padded conv: the test of ``rx`` sits inside the ``rx`` loop around the channel
+    loop, the taken branch has no select left and the other reads no input (the padding's zero)."""
+    data, weight, out = make_conv2d(C=4, H=8, W=8, K=4, stride=1)
+    s = create_schedule(out)
+    s[out.op.input_tensors[0]].compute_inline()
+    st = s[out]
+    rc, ry, rx = st.op.reduce_axis
+    st.reorder(*st.op.axis, ry, rx, rc)  # the channel loop inside the taps
+    body = lower(s, [data, weight, out]).body
+    loops = {x.var.name: x for x in walk_stmts(body) if isinstance(x, For)}
+    assert isinstance(loops["ry"].body, IfThenElse)  # yy + ry inside the image: then the rx loop
+    guard = loops["rx"].body
+    assert isinstance(guard, IfThenElse), "the rx test should be the rx loop's whole body"
+    assert isinstance(guard.then, For) and guard.then.var.name == "rc"
+    assert _selects(guard.then) == 0
+    assert guard.otherwise is not None and _selects(guard.otherwise) == 0
+    assert "data" not in repr([x.value for x in walk_stmts(guard.otherwise) if isinstance(x, Store)])
+    assert_matches_numpy(s, [data, weight, out])
+
+
+def test_a_test_that_loads_stays_in_place() -> None:
+    """``select(B[i] > 0, ...)`` reads memory: evaluating it before its loop could fault, so it stays."""
+    a, b = te.placeholder((8, 16), name="A"), te.placeholder((8,), name="B")
+    k = te.reduce_axis((0, 16), name="k")
+    c = te.compute((8,), lambda i: te.sum(te.if_then_else(b[i] > 0, a[i, k], 0.0), axis=k), name="C")
+    s = create_schedule(c)
+    body = lower(s, [a, b, c]).body
+    assert not any(isinstance(x, IfThenElse) for x in walk_stmts(body))
+    assert_matches_numpy(s, [a, b, c])
+
+
+CASES = {
+    "capsule": _capsule,
+    "conv2d_s1": lambda: make_conv2d(C=8, H=10, W=10, K=32, stride=1),
+    "conv2d_s2": lambda: make_conv2d(C=4, H=9, W=9, K=16, stride=2),
+    "conv1d_s2": lambda: make_conv1d(C=8, W=40, K=16, stride=2),
+    "max_pool": lambda: make_max_pool2d(C=16, H=9, W=9),
+    "avg_pool": lambda: make_avg_pool2d(C=16, H=9, W=9),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_random_sketch_samples_match_numpy(name: str) -> None:
+    args = CASES[name]()
+    policy, rng = SketchPolicy([args[-1]], lanes=16), random.Random(7)
+    for seed in range(4):
+        sch, _ = policy.sample(rng)
+        assert_matches_numpy(sch, args, seed=seed)
