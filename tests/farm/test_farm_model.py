@@ -4,7 +4,6 @@ the command line with its end-of-run check where the kernels ran."""
 import dataclasses
 import io
 
-import numpy as np
 import pytest
 from rich.console import Console
 
@@ -15,6 +14,7 @@ from autosched.measure.farm_worker import FakeBackend
 from autosched.records.log import trace_key
 from autosched.search_space.default import default_schedule
 from autosched.tune import TuneOptions
+from tests.onnx_files import matmul_relu
 
 from ..graph.builders import resnet_like
 from .common import cost, records
@@ -141,18 +141,9 @@ def test_with_several_targets_every_bar_and_note_names_its_target():
 
 
 def _tiny_onnx(path):
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
-    from onnx import TensorProto, helper, numpy_helper
-
-    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((12, 8)).astype("float32"), "w")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], "mm",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w],
-    )  # fmt: skip
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
+    return matmul_relu(path)
 
 
 def _tune(path, log, *extra):

@@ -3,27 +3,14 @@ this CPU) on every target; only the timing race is left out on non-CPU targets."
 
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from autosched.errors import AutoschedError
 from autosched.graph import compiled, tune_model
+from tests.onnx_files import matmul_relu
 
 pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
-
-
-def _tiny_onnx(path):
-    from onnx import TensorProto, helper, numpy_helper
-
-    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((12, 8)).astype("float32"), "w")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], "mm",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w],
-    )  # fmt: skip
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
 
 
 class _Progress:
@@ -44,7 +31,7 @@ def _run_cmd(tmp_path, monkeypatch, target, style):
     """cmd_tune_model with tuning stubbed out (no trials): what follows the tuning is real."""
     from autosched import progress
 
-    path = _tiny_onnx(tmp_path / "mm.onnx")
+    path = matmul_relu(tmp_path / "mm.onnx")
     graph = compiled.as_graph(path)
     summaries = []
 

@@ -21,6 +21,7 @@ from autosched.records.log import load_records, trace_key
 from autosched.search.task_scheduler import RoundGradientScheduler, TaskProgress
 from autosched.search_space.default import default_schedule
 from autosched.tune import TuneOptions
+from tests.onnx_files import save_model
 
 from .builders import reference_outputs, resnet_like
 
@@ -224,25 +225,19 @@ def test_a_task_failing_every_candidate_keeps_its_default_schedule(tmp_path):
 
 
 def _tiny_onnx(path: Path) -> Path:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
     rng = np.random.default_rng(0)
-    w1 = numpy_helper.from_array(rng.standard_normal((16, 32)).astype("float32"), "w1")
-    b1 = numpy_helper.from_array(rng.standard_normal(32).astype("float32"), "b1")
-    w2 = numpy_helper.from_array(rng.standard_normal((32, 8)).astype("float32"), "w2")
+    weights = {
+        "w1": rng.standard_normal((16, 32)).astype("float32"),
+        "b1": rng.standard_normal(32).astype("float32"),
+        "w2": rng.standard_normal((32, 8)).astype("float32"),
+    }
     nodes = [
-        helper.make_node("MatMul", ["x", "w1"], ["h"]),
-        helper.make_node("Add", ["h", "b1"], ["hb"]),
-        helper.make_node("Relu", ["hb"], ["r"]),
-        helper.make_node("MatMul", ["r", "w2"], ["y"]),
+        ("MatMul", ["x", "w1"], ["h"]),
+        ("Add", ["h", "b1"], ["hb"]),
+        ("Relu", ["hb"], ["r"]),
+        ("MatMul", ["r", "w2"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes, "tiny_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w1, b1, w2],
-    )  # fmt: skip
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
+    return save_model(path, nodes, {"x": [4, 16]}, {"y": [4, 8]}, weights, name="tiny_mlp")
 
 
 @pytest.mark.skipif(not _has("onnx", "onnxruntime"), reason="onnx or onnxruntime is not installed")

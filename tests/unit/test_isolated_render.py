@@ -9,6 +9,7 @@ import pytest
 
 import autosched
 from autosched.errors import AutoschedError
+from tests.onnx_files import matmul_weight, save_model
 
 pytest.importorskip("llvmlite")
 
@@ -87,17 +88,9 @@ def test_the_report_lowers_an_opencl_record_for_opencl():
 
 
 def _tiny_matmul_onnx(path):
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
-
-    weight = np.random.default_rng(0).standard_normal((12, 8)).astype("float32")
-    w = numpy_helper.from_array(weight, "w")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w],
-    )  # fmt: skip
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    pytest.importorskip("onnx")
+    weight = matmul_weight()
+    save_model(path, [("MatMul", ["x", "w"], ["y"])], {"x": [4, 12]}, {"y": [4, 8]}, {"w": weight}, "mm")
     return path, weight
 
 
