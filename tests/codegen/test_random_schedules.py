@@ -8,6 +8,7 @@ and are skipped, so what remains is a legal schedule: it must lower and compute 
 import os
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -100,25 +101,8 @@ def _check(name: str, seed: int) -> None:
     assert_matches_numpy(s, args, "llvm-cpu", seed=seed % 7)
 
 
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
 @SETTINGS
 @given(seed=st.integers(0, 2**32 - 1))
-def test_random_matmul_schedules(seed):
-    _check("matmul", seed)
-
-
-@SETTINGS
-@given(seed=st.integers(0, 2**32 - 1))
-def test_random_conv2d_schedules(seed):
-    _check("conv2d", seed)
-
-
-@SETTINGS
-@given(seed=st.integers(0, 2**32 - 1))
-def test_random_softmax_schedules(seed):
-    _check("softmax", seed)
-
-
-@SETTINGS
-@given(seed=st.integers(0, 2**32 - 1))
-def test_random_dense_bias_relu_schedules(seed):
-    _check("dense_bias_relu", seed)
+def test_random_schedules(name, seed):
+    _check(name, seed)
