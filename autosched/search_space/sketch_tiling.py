@@ -10,6 +10,8 @@ from ..te.tensor import ComputeOp, Tensor, TensorRead, walk
 from .sketch_base import UNROLL_STEPS, WINDOW_UNROLL_MAX, BuilderBase, _prod
 from .stage import Stage
 
+OPERAND_REGISTERS = 4  # the registers SketchPolicy keeps beside the accumulators (32 - 28 on AVX-512)
+
 
 class TilingRules(BuilderBase):
     def multi_level_tiling(self, st: Stage) -> None:
@@ -111,7 +113,9 @@ class TilingRules(BuilderBase):
     def register_tiles(self, name: str, axes: list[IterVar]) -> list[list[int]]:
         """Four tile lengths per spatial axis whose innermost ones, the accumulators kept in
         registers, fit ``registers`` vectors (an accumulator tile of 16 x 7 vectors spilled and
-        trapped a search for hundreds of trials); a given tiling that does not fit is resampled."""
+        trapped a search for hundreds of trials) next to one step's operands: the vectors of the
+        last axis and a broadcast (a conv's 7 x 4 accumulators beside 4 weight vectors spilled and
+        ran at 0.6x a 4 x 4 tile); a given tiling that does not fit is resampled."""
         *outer_axes, last = axes
         multiple = math.gcd(self.p.lanes, last.extent)
         for attempt in range(64):
@@ -120,8 +124,9 @@ class TilingRules(BuilderBase):
                     self.given.pop(f"{name}/tile/{a.name}", None)
             lengths = [self.tiles(f"{name}/tile/{a.name}", a.extent, 4, inner_max=16) for a in outer_axes]
             lengths.append(self.tiles(f"{name}/tile/{last.name}", last.extent, 4, 64, multiple))
-            vectors = _prod([ln[-1] for ln in lengths[:-1]]) * math.ceil(lengths[-1][-1] / self.p.lanes)
-            if vectors <= self.p.registers:
+            row = math.ceil(lengths[-1][-1] / self.p.lanes)
+            vectors = _prod([ln[-1] for ln in lengths[:-1]]) * row
+            if vectors + max(0, row + 1 - OPERAND_REGISTERS) <= self.p.registers:
                 break
         return lengths
 
