@@ -23,6 +23,7 @@ from autosched.search_space.schedule import replay
 from autosched.search_space.sketch import SketchPolicy
 from autosched.target import parse_target
 from autosched.te.workload import load_op_file
+from tests.json_paths import paths_of
 
 ROOT = Path(__file__).resolve().parents[2]
 CHIP = ChipInfo(name="fuzz", kind="cpu", arch="fuzz", features=("avx2", "fma"), cores=2, vector_bits=256)
@@ -53,17 +54,6 @@ json_values = st.recursive(
 huge_numbers = st.sampled_from([10**400, -(10**400), 10**12, -1, 0, 2**31, 1e308, -1e-308])
 
 
-def _paths(obj, prefix=()):
-    """Every (path) to a value inside a JSON object, for a mutation to replace or delete."""
-    yield prefix
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _paths(v, (*prefix, i))
-
-
 @st.composite
 def mutated_line(draw) -> bytes:
     line = draw(st.sampled_from(VALID))
@@ -89,7 +79,7 @@ def mutated_line(draw) -> bytes:
         return json.dumps(data).encode()
     if kind in ("json", "delete"):
         data = json.loads(line)
-        paths = [p for p in _paths(data) if p]
+        paths = [p for p in paths_of(data) if p]
         path = draw(st.sampled_from(paths))
         parent = data
         for k in path[:-1]:

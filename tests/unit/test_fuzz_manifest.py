@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 import autosched
 from autosched.errors import AutoschedError
 from autosched.runtime.manifest import library_digest
+from tests.json_paths import paths_of
 
 pytest.importorskip("llvmlite")
 
@@ -53,17 +54,6 @@ class Built(tuple):
 
     def __repr__(self):
         return f"Built({self[0]})"
-
-
-def paths_of(value, prefix=()):
-    """Every path (tuple of keys and indices) into a JSON value, the value's own () first."""
-    yield prefix
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from paths_of(v, (*prefix, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from paths_of(v, (*prefix, i))
 
 
 SPECIAL_TEXT = ["../mm/libmm.so", "/lib/x86_64-linux-gnu/libc.so.6", "libc.so.6", "puts", "system",
