@@ -31,3 +31,18 @@ def golden(request):
         )
 
     return check
+
+
+@pytest.fixture
+def opencl():
+    """The opencl adapter; skips the test unless pyopencl is installed and a device answers (PoCL here)."""
+    pytest.importorskip("pyopencl")
+    from autosched.errors import AutoschedError
+    from autosched.hai.registry import get_adapter
+
+    adapter = get_adapter("opencl")
+    try:
+        adapter.info()
+    except AutoschedError as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    return adapter

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import autosched
-from autosched.errors import AutoschedError
 from tests.onnx_files import matmul_weight, save_model
 
 pytest.importorskip("llvmlite")
@@ -44,16 +43,6 @@ def _record(inst, target, unroll=None):
     return make_record(inst, t, adapter.info(), s.trace, [1e-6])
 
 
-def _opencl_or_skip():
-    pytest.importorskip("pyopencl")
-    from autosched.hai.registry import get_adapter
-
-    try:
-        get_adapter("opencl").info()
-    except AutoschedError as e:
-        pytest.skip(f"no OpenCL device: {e}")
-
-
 def test_the_report_stops_a_hostile_record_that_passes_validation_at_the_compile_limit(monkeypatch):
     """Its render is 12 MB of LLVM IR, seconds of lowering: before, done in the report's process with no
     limit (and the LLVM compile of such a trace takes minutes); now it ends at the worker's time limit."""
@@ -78,8 +67,7 @@ def test_the_report_shows_a_normal_record_for_its_target():
     assert view.loop_ir and "define" in view.generated and view.generated_label == "LLVM IR"
 
 
-def test_the_report_lowers_an_opencl_record_for_opencl():
-    _opencl_or_skip()
+def test_the_report_lowers_an_opencl_record_for_opencl(opencl):
     from autosched.report.code import code_view
 
     inst = _matmul(M=16, N=16, K=16)
@@ -109,10 +97,11 @@ def _as_logged(monkeypatch):
     monkeypatch.setattr(export, "choose_schedules", choose)
 
 
-def test_compile_model_renders_logged_records_of_a_non_exporting_target_in_the_worker(tmp_path, monkeypatch):
+def test_compile_model_renders_logged_records_of_a_non_exporting_target_in_the_worker(
+    opencl, tmp_path, monkeypatch
+):
     """On opencl the kernel lives in this process; a logged record is first lowered and rendered in
     the compile worker, so its limits apply (here a limit no job can meet), then built here."""
-    _opencl_or_skip()
     from autosched.errors import CompileError
     from autosched.graph.compiled import compile_model
 
