@@ -8,10 +8,7 @@ onnxruntime on random inputs.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +22,7 @@ from autosched.search_space.attention_pattern import find_attentions
 from autosched.search_space.default import default_schedule
 
 from .builders import Weights, bert_like, random_inputs, reference_outputs
+from .model_exporter import load_exporter, missing
 
 
 def flash_tasks(tg: TaskGraph) -> list[int]:
@@ -177,19 +175,12 @@ def test_onnx_attention_node_is_one_flash_task_and_matches_onnxruntime(case):
 
 # Exported transformers -------------------------------------------------------------------------------
 
-EXPORT = Path(__file__).resolve().parents[2] / "benchmarks" / "models" / "export.py"
-
 
 def _exporter():
-    for module in ("torch", "transformers", "onnx", "onnxruntime"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed")
-    spec = importlib.util.spec_from_file_location("model_export", EXPORT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["model_export"] = module
-    spec.loader.exec_module(module)
-    return module
+    absent = missing("torch", "transformers", "onnx", "onnxruntime")
+    if absent is not None:
+        pytest.skip(f"{absent} is not installed")
+    return load_exporter()
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2"])

@@ -4,40 +4,24 @@ Skipped with a reason when torch, torchvision, transformers, onnxruntime or the 
 installed. Full sizes are marked slow.
 """
 
-import importlib.util
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-EXPORT = Path(__file__).resolve().parents[2] / "benchmarks" / "models" / "export.py"
+from .model_exporter import EXPORT, load_exporter, missing
+
 SMALL = ["resnet18", "resnet50", "mobilenet_v2", "bert", "gpt2"]
 RTOL = 1e-4  # of the output's largest magnitude: float32 sums in another order
 
-
-def _missing() -> str | None:
-    for module in ("torch", "torchvision", "transformers", "onnx", "onnxruntime", "autosched.frontend.onnx"):
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except ImportError:
-            found = False
-        if not found:
-            return module
-    return None
-
-
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=f"{_missing()} is not installed")
+ABSENT = missing("torch", "torchvision", "transformers", "onnx", "onnxruntime", "autosched.frontend.onnx")
+pytestmark = pytest.mark.skipif(ABSENT is not None, reason=f"{ABSENT} is not installed")
 
 
 @pytest.fixture(scope="module")
 def exporter():
-    spec = importlib.util.spec_from_file_location("model_export", EXPORT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["model_export"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_exporter()
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,7 @@ trials and checks it against onnxruntime. The exported torch models are skipped 
 """
 
 import hashlib
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,15 +22,11 @@ from autosched.tune import TuneOptions
 from tests.onnx_files import save_model
 
 from .builders import reference_outputs, resnet_like
-
-EXPORT = Path(__file__).resolve().parents[2] / "benchmarks" / "models" / "export.py"
+from .model_exporter import load_exporter, missing
 
 
 def _has(*modules: str) -> bool:
-    try:
-        return all(importlib.util.find_spec(m) is not None for m in modules)
-    except ImportError:
-        return False
+    return missing(*modules) is None
 
 
 def spread_cost(trace) -> float:
@@ -52,10 +46,7 @@ def options(trials: int, **kw) -> TuneOptions:
 def onnx_models(tmp_path_factory):
     if not _has("torch", "torchvision", "transformers", "onnx"):
         pytest.skip("torch, torchvision, transformers or onnx is not installed")
-    spec = importlib.util.spec_from_file_location("model_export", EXPORT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["model_export"] = module
-    spec.loader.exec_module(module)
+    module = load_exporter()
     out = tmp_path_factory.mktemp("onnx")
     return {name: module.export_model(name, out, small=True) for name in ("resnet18", "resnet50", "bert")}
 
