@@ -29,6 +29,7 @@ Exit status 1 when an autosched kernel is missing or disagrees with the referenc
     TVM_NUM_THREADS=2 python benchmarks/vs_tvm.py                 # all eleven, 64 trials
     python benchmarks/vs_tvm.py --ops sumsq,max_pool --trials 64,256
     python benchmarks/vs_tvm.py --quick                           # tiny sizes, 8 trials: checks the script
+    TVM_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/vs_tvm.py --ops capsule_conv2d --threads 1
     python benchmarks/vs_tvm.py --ops layer_norm,conv2d_transpose --tvm-topi   # against TVM's own topi
 """
 
@@ -281,7 +282,10 @@ def main(argv: list[str] | None = None) -> int:
         help="MetaSchedule tunes TVM's own topi formulation where it differs from autosched's (layer norm's "
         "one-pass variance, the transposed conv's zero-inserted input) instead of the same math",
     )  # fmt: skip
-    p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    p.add_argument(
+        "--cores", "--threads", type=int, default=os.cpu_count() or 1,
+        help="threads of both tools, tuning and timing (default: every core; 1 to compare on a busy machine)",
+    )  # fmt: skip
     p.add_argument("--repeat", type=int, default=40, help="timed samples of each contender (>= 1 ms each)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--work-dir", help="keep logs and TVM databases here (default: a temporary directory)")
