@@ -10,18 +10,11 @@ import pytest
 from autosched.codegen.llvm import render_llvm
 from autosched.errors import CompileError
 from autosched.hai.llvm_cpu import LLVMCPUAdapter
-from autosched.lower.ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Store, seq
+from autosched.lower.ir import Allocate, For, IfThenElse, Load, PrimFunc, Store, seq
 from autosched.te.expr import Var, call, cast, compare, const, logical, select
+from tests.codegen.ir_builders import buf, ld
 
 TRIPLE = "x86_64-unknown-linux-gnu"
-
-
-def buf(name: str, shape: tuple[int, ...], dtype: str = "float32", scope: str = "global") -> Buffer:
-    return Buffer(name, shape, dtype, scope)
-
-
-def ld(b: Buffer, *idx: object) -> Load:
-    return Load(b, tuple(const(i) if isinstance(i, int) else i for i in idx), b.dtype)  # type: ignore[arg-type]
 
 
 def rand(

@@ -8,16 +8,9 @@ import numpy as np
 import pytest
 
 from autosched.codegen.llvm_vector import why_not_vectorizable
-from autosched.lower.ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Store, seq
+from autosched.lower.ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
 from autosched.te.expr import Var, binary, cast, const, select
-
-
-def buf(name: str, shape: tuple[int, ...], dtype: str = "float32", scope: str = "global") -> Buffer:
-    return Buffer(name, shape, dtype, scope)
-
-
-def ld(b: Buffer, *idx: object) -> Load:
-    return Load(b, tuple(const(i) if isinstance(i, int) else i for i in idx), b.dtype)  # type: ignore[arg-type]
+from tests.codegen.ir_builders import buf, ld
 
 
 def test_load_kinds(cpu, run, rng):
