@@ -113,4 +113,6 @@ def unswitch_guards(f: PrimFunc) -> PrimFunc:
             return s
         return dataclasses.replace(s, body=IfThenElse(simplify_expr(guard), fast, border))
 
+    if any(isinstance(s, For) and s.kind == "thread_binding" for s in walk_stmts(f.body)):
+        return f  # a GPU kernel: its barriers (inserted later) must not end up under a condition
     return dataclasses.replace(f, body=map_stmt(f.body, visit, lambda e: e))
