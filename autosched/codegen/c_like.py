@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import CompileError
 from ..lower.ir import Allocate, Barrier, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
@@ -219,10 +220,11 @@ class _Renderer:
             self.out.append("  " + self.d.shared.format(t=self.ctype(b.dtype), n=self.name(b), size=b.size))
         self.stmt(s, _Scope(), 1)
         self.out.append("}")
-        grid = tuple(self.dims[f"blockIdx.{c}"] for c in "xyz")
-        block = tuple(self.dims[f"threadIdx.{c}"] for c in "xyz")
+        dims = self.dims
+        grid = (dims["blockIdx.x"], dims["blockIdx.y"], dims["blockIdx.z"])
+        block = (dims["threadIdx.x"], dims["threadIdx.y"], dims["threadIdx.z"])
         smem = sum(b.size * ITEM_BYTES[b.dtype] for b in shared)
-        return KernelLaunch(name, params, grid, block, smem)  # type: ignore[arg-type]
+        return KernelLaunch(name, params, grid, block, smem)
 
     # Statements -------------------------------------------------------------------------------------
     def emit(self, depth: int, line: str) -> None:
@@ -359,15 +361,15 @@ class _Renderer:
             return self.call(e)
         raise self.fail(f"no codegen for expression {type(e).__name__}")
 
-    def const(self, value: object, dtype: str) -> str:
+    def const(self, value: Any, dtype: str) -> str:  # a Const's value: bool, int or float
         if dtype == "bool":
             return "true" if value else "false"
         if not is_float(dtype):
-            v = int(value)  # type: ignore[call-overload]
+            v = int(value)
             if dtype == "int64" or not -(2**31) < v < 2**31 - 1:
                 return f"{v}LL" if self.d.name == "cuda" else f"{v}L"
             return str(v)
-        x = float(value)  # type: ignore[arg-type]
+        x = float(value)
         t = self.ctype(dtype)
         if math.isnan(x):
             return f"(({t})NAN)" if self.d.name == "opencl" else f"(({t})__int_as_float(0x7fc00000))"
