@@ -14,8 +14,9 @@ For each (batch, head, block of ``bq`` queries), in parallel::
             acc += P @ V[block]        a pv_rows x pv_cols-vector register tile over the value dim
     out = acc / l
 
-Causal: score tiles above the diagonal are filled with -inf without products, and P @ V stops at a
-row tile's last visible key.
+Causal: a key block wholly visible from the query block's first row is the plain body (no select,
+no per-key test); in a block across the diagonal, score tiles above it are filled with -inf without
+products and P @ V stops at a row tile's last visible key; blocks wholly above it are skipped.
 ``X`` is the scores stage's own expression (scale, causal select, additive mask) evaluated per score,
 so the result is the te program's up to rounding. The key tail (L not a multiple of ``bk``) is a
 separate, shorter copy of the block body whose padded keys score -inf; query rows past S compute on
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from ..errors import ScheduleError
 from ..search_space.schedule import Schedule
 from ..search_space.sketch_attention import LANES, FlashConfig, shape_of, value_lanes
-from ..te.expr import Binary, Expr, Var, binary, compare, select
+from ..te.expr import Binary, Expr, Select, Var, binary, compare, select
 from ..te.tensor import ComputeOp, Reduce, Tensor, TensorRead
 from ..te.visit import rewrite, substitute
 from .flash_parts import _c, _f, _loop, pack_transposed
@@ -104,6 +105,8 @@ class FlashLowerer(Lowerer):
         assert isinstance(xop, ComputeOp)
         x_body = self.info[p.scores].body
         assert x_body is not None
+        # the scores where the causal select holds: what a block below the diagonal evaluates
+        visible_body = x_body.t if p.causal_offset is not None and isinstance(x_body, Select) else x_body
         kinfo = self.info[p.k_stage]
         kbuf = kinfo.buffer
         assert kbuf is not None and len(kbuf.shape) == 4
@@ -170,8 +173,10 @@ class FlashLowerer(Lowerer):
                     return fill(False)
                 return IfThenElse(compare("<", i, _c(S)), fill(False), fill(True))
 
-            def block(kb: Expr, cols: int, keys: int) -> Stmt:
+            def block(kb: Expr, cols: int, keys: int, masked: bool) -> Stmt:
+                """One key block; ``masked``: it may hold keys above the causal diagonal."""
                 k0 = binary("*", kb, _c(bk))
+                score_body = x_body if masked else visible_body
 
                 # Scores: Sc[i, j] = X(sum_d Qp[i, d] * Kt[d, j]) in register tiles.
                 def qk_tiles(jo: Var) -> Stmt:
@@ -215,7 +220,7 @@ class FlashLowerer(Lowerer):
                             ic = binary("min", i, _c(S - 1)) if S % bq else i
                             jc = binary("min", j, _c(L - 1)) if keys < cols else j
                             s = self._score(
-                                x_body, xaxes, p.qk, b, h, ic, jc, Load(tt, (ri, col(ci, jv)), "float32")
+                                score_body, xaxes, p.qk, b, h, ic, jc, Load(tt, (ri, col(ci, jv)), "float32")
                             )
                             if keys < cols:
                                 s = select(compare("<", j, _c(L)), s, _f(NEG_INF))
@@ -226,7 +231,7 @@ class FlashLowerer(Lowerer):
                             return seq(Store(sc, (ii, jj), s), Store(pmax, (ii, jv), top))
 
                         nest = seq(zero, _loop("qk_d", D, "serial", fma), tile_nest(epilogue))
-                        if causal is None:
+                        if causal is None or not masked:
                             return nest
                         # a tile wholly above the diagonal: no products, its scores are -inf
                         first_key = binary("+", k0, binary("*", jo, _c(tile)))
@@ -284,7 +289,7 @@ class FlashLowerer(Lowerer):
                                 prod = binary("*", Load(sc, (ii, jj), "float32"), vv)
                                 return Store(at, (ri, col), binary("+", Load(at, (ri, col), "float32"), prod))
 
-                            if causal is None:
+                            if causal is None or not masked:
                                 return tile_nest(upd)
                             # keys past the row tile's last visible one have P = 0: skipped
                             last = binary("+", q0, binary("+", binary("*", io, _c(rp)), _c(rp - 1 + causal)))
@@ -318,10 +323,19 @@ class FlashLowerer(Lowerer):
                     _loop("qk_j", cols // tile, "serial", qk_tiles),
                     _loop("pv_i", bq // rp, "serial", rows_then_pv),
                 )
-                if causal is not None:  # a key block wholly above the diagonal is skipped
+                if causal is not None and masked:  # a key block wholly above the diagonal is skipped
                     last_visible = binary("+", q0, _c(bq - 1 + causal))
                     stmt = IfThenElse(compare("<=", k0, last_visible), stmt)
                 return stmt
+
+            def full_block(kb: Var) -> Stmt:
+                if causal is None:
+                    return block(kb, bk, bk, False)
+                # below the diagonal for the block's first query: no select, no skipped tiles or keys
+                below = compare(
+                    "<=", binary("+", binary("*", kb, _c(bk)), _c(bk - 1)), binary("+", q0, _c(causal))
+                )
+                return IfThenElse(below, block(kb, bk, bk, False), block(kb, bk, bk, True))
 
             def store(ii: Var) -> Stmt:
                 nest = store_row(state, ii, obuf, (b, h, row(ii)))
@@ -332,9 +346,9 @@ class FlashLowerer(Lowerer):
                 _loop("init_i", bq, "serial", lambda ii: init_row(state, ii)),
             ]
             if nfull:
-                parts.append(_loop("kb", nfull, "serial", lambda kb: block(kb, bk, bk)))
+                parts.append(_loop("kb", nfull, "serial", full_block))
             if tail:
-                parts.append(block(_c(nfull), tail_cols, tail))
+                parts.append(block(_c(nfull), tail_cols, tail, causal is not None))
             parts.append(_loop("out_i", bq, "serial", store))
             stmt = seq(*parts)
             for buf in reversed(locals_):
