@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import random
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +119,8 @@ class EvolutionarySearch:
         # --- logs across chips (issue 6): see seed_foreign ---
         self._queue: list[Candidate] = []  # foreign schedules to measure before anything else
         self._foreign_seeds: list[Decisions] = []  # their decisions, for starting populations
+        # called with each measured batch before the model learns it (issue 20: transfer judges probes)
+        self.observers: list[Callable[[list[Candidate], list[float]], None]] = []
 
     # Candidates -----------------------------------------------------------------------------------
     def _features(self, key: str, sch: Schedule) -> np.ndarray | None:
@@ -235,6 +237,8 @@ class EvolutionarySearch:
 
     def update(self, candidates: list[Candidate], costs: list[float]) -> None:
         """Learn from a measured batch: retrain the model on all data so far."""
+        for observe in self.observers:
+            observe(candidates, costs)
         rows, ys = [], []
         for cand, cost in zip(candidates, costs):
             key = trace_key(cand.trace)
