@@ -114,7 +114,9 @@ class FlashLowerer(Lowerer):
         tail_cols = -(-tail // tile) * tile
         lp = nfull * bk + tail_cols
         n0, n1 = kbuf.shape[0], kbuf.shape[1]
-        kt = Buffer(f"{p.out}.kt", (n0, n1, D, lp), "float32", "global")
+        # K^T in tiles of 16*cols keys: a score tile's D x tile panel is contiguous (rows of all keys
+        # were 4*L bytes apart, so the panel's D lines fell in the same few L1 sets and missed)
+        kt = Buffer(f"{p.out}.kt", (n0, n1, lp // tile, D, tile), "float32", "global")
         nqb = -(-S // bq)
         wd = value_lanes(D)
 
@@ -204,10 +206,9 @@ class FlashLowerer(Lowerer):
 
                             def upd(ri: Var, ci: Var, jv: Var) -> Stmt:
                                 qi = binary("+", binary("*", io, _c(r)), ri)
-                                kj = binary("+", binary("+", k0, binary("*", jo, _c(tile))), col(ci, jv))
-                                prod = binary(
-                                    "*", Load(qp, (qi, dd), "float32"), Load(kt, (e0, e1, dd, kj), "float32")
-                                )
+                                kt_tile = binary("+", binary("*", kb, _c(bk // tile)), jo)
+                                kv = Load(kt, (e0, e1, kt_tile, dd, col(ci, jv)), "float32")
+                                prod = binary("*", Load(qp, (qi, dd), "float32"), kv)
                                 cur = Load(tt, (ri, col(ci, jv)), "float32")
                                 return Store(tt, (ri, col(ci, jv)), binary("+", cur, prod))
 
