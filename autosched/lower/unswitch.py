@@ -30,7 +30,7 @@ from ..te.expr import Compare, Expr, Logical, Select, Var
 from ..te.tensor import walk
 from ..te.visit import rewrite
 from .arith import skey
-from .ir import For, IfThenElse, PrimFunc, Stmt, Store
+from .ir import For, IfThenElse, Load, PrimFunc, Stmt, Store
 from .partition import TRUE, _safe_to_hoist, conjuncts
 from .simplify import Simplifier, simplify_expr
 from .stmt_visit import map_stmt, walk_stmts
@@ -38,11 +38,21 @@ from .stmt_visit import map_stmt, walk_stmts
 KINDS = ("serial", "unrolled", "parallel")  # vectorized loops: partition_vector_loops tests lanes
 
 
+def _accumulates(s: Store) -> bool:
+    """``s`` updates a reduction: its value reads the element it writes (``acc = acc + ...``)."""
+    keys = tuple(skey(i) for i in s.indices)
+    return any(
+        isinstance(n, Load) and n.buffer is s.buffer and tuple(skey(i) for i in n.indices) == keys
+        for n in walk(s.value)
+    )
+
+
 def _select_conjuncts(body: Stmt) -> list[Expr]:
-    """The conjuncts of every select condition in the stores of ``body``."""
+    """The conjuncts of every select condition in the reduction updates of ``body`` (a stencil's
+    border tests are partition_vector_loops's: its elementwise stores have no taps to unswitch)."""
     found: list[Expr] = []
     for s in walk_stmts(body):
-        if isinstance(s, Store):
+        if isinstance(s, Store) and _accumulates(s):
             for e in (*s.indices, s.value):
                 found.extend(c for n in walk(e) if isinstance(n, Select) for c in conjuncts(n.cond))
     return found
