@@ -147,6 +147,10 @@ def test_causal_skips_blocks_above_the_diagonal():
     flash_attention(s, "attention", 32, 32, 4, 2, 4, 1)
     text = format_func(lower(s, args, "att"))
     assert "if ((kb * 32) <= " in text  # the block guard
+    # a block below the diagonal (for the query block's first row) takes the plain body: no causal
+    # select of scores, no tile or key tests
+    plain = text.split("if (((kb * 32) + 31) <= ((flash_t % 4) * 32)):")[1].split("else:")[0]
+    assert "<=" not in plain and "if (" not in plain and "exp(" in plain
     check(s, args)
 
 
