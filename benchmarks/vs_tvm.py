@@ -29,7 +29,7 @@ Exit status 1 when an autosched kernel is missing or disagrees with the referenc
     TVM_NUM_THREADS=2 python benchmarks/vs_tvm.py                 # all eleven, 64 trials
     python benchmarks/vs_tvm.py --ops sumsq,max_pool --trials 64,256
     python benchmarks/vs_tvm.py --quick                           # tiny sizes, 8 trials: checks the script
-    TVM_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/vs_tvm.py --ops capsule_conv2d --threads 1
+    TVM_NUM_THREADS=1 python benchmarks/vs_tvm.py --ops capsule_conv2d --threads 1 --show-traces
     python benchmarks/vs_tvm.py --ops layer_norm,conv2d_transpose --tvm-topi   # against TVM's own topi
 """
 
@@ -109,6 +109,8 @@ def tune_tvm(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Path
     wall = time.perf_counter() - start
     if sch is None:
         return {"lib": None, "wall": wall}
+    if args.show_traces:
+        print(f"# MetaSchedule's best {op.name} at {budget} trials:\n{sch.trace}", flush=True)
     build = getattr(tvm, "compile", None) or tvm.build
     lib = build(sch.mod, target=target)
     return {"lib": lib.jit() if hasattr(lib, "jit") else lib, "wall": wall}  # TVM >= 0.20: JIT it first
@@ -195,6 +197,11 @@ def compare_op(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Pa
         traceback.print_exc()
         return {**row, "error": f"autosched tuning raised {type(e).__name__}: {e}"}
     row["ours_wall"] = mine["wall"]
+    if args.show_traces and mine["trace"] is not None:
+        from autosched.search_space.trace import trace_from_json
+
+        steps = mine["trace"] if isinstance(mine["trace"], tuple) else trace_from_json(mine["trace"])
+        print(f"# autosched's best {op.name} at {budget} trials:", *(st.to_code() for st in steps), sep="\n")
     try:
         theirs = tune_tvm(op, s, budget, args, work)
     except Exception as e:
@@ -285,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--cores", "--threads", type=int, default=os.cpu_count() or 1,
         help="threads of both tools, tuning and timing (default: every core; 1 to compare on a busy machine)",
+    )  # fmt: skip
+    p.add_argument(
+        "--show-traces", action="store_true",
+        help="print both tools' best schedules (autosched's trace, MetaSchedule's) to compare them",
     )  # fmt: skip
     p.add_argument("--repeat", type=int, default=40, help="timed samples of each contender (>= 1 ms each)")
     p.add_argument("--seed", type=int, default=0)
