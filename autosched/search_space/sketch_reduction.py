@@ -24,7 +24,8 @@ class ReductionRules(BuilderBase):
         use_rfactor = contiguous_reduction(op) and red.extent >= 8
         # Placed in its readers' loop (one_pass), the reduction has one output per iteration there:
         # no spatial lanes to vectorize, its own reduction must fill them.
-        forced = use_rfactor and self.one_pass(st) and bool(self.attach_spots(st))
+        one_pass = self.one_pass(st) and bool(self.attach_spots(st))
+        forced = use_rfactor and one_pass
         if use_rfactor and self.choose(f"{st.name}/rfactor", (True,) if forced else (True, False)):
             lanes = self.choose(f"{st.name}/rfactor_lanes", [v for v in RFACTOR_LANES if v <= red.extent])
             _, ki = st.split(red, factor=lanes)
@@ -40,9 +41,9 @@ class ReductionRules(BuilderBase):
             assert isinstance(combined, ComputeOp)
             st.vectorize(combined.reduce_axis[-1])
             self.done.add(rf.name)
-            self.place(st, parallel_axes=list(op.axis))
+            self.place(st, parallel_axes=list(op.axis), in_readers=one_pass)
         else:
-            self.spatial_vector(st, list(op.axis), list(op.reduce_axis))
+            self.spatial_vector(st, list(op.axis), list(op.reduce_axis), in_readers=one_pass)
         self.done.add(st.name)
 
     def parallel_rfactor(self, st: Stage) -> bool:
@@ -83,7 +84,9 @@ class ReductionRules(BuilderBase):
         self.spatial_vector(st, list(op.axis), [])
         self.done.add(st.name)
 
-    def spatial_vector(self, st: Stage, spatial: list[IterVar], reduce: list[IterVar]) -> None:
+    def spatial_vector(
+        self, st: Stage, spatial: list[IterVar], reduce: list[IterVar], in_readers: bool = False
+    ) -> None:
         """Inner spatial loop vectorized (reductions moved outside it), outer loops parallel."""
         outer = spatial
         if spatial:
@@ -101,7 +104,7 @@ class ReductionRules(BuilderBase):
             if self.choose(f"{st.name}/unroll_window", (True, False)):
                 for a in reduce:
                     st.unroll(a)
-        self.place(st, outer)
+        self.place(st, outer, in_readers)
 
     def attach_spots(self, st: Stage) -> list[tuple[str, str]]:
         """The loops ``st`` can be computed in: loops of the one root stage that all its readers run
@@ -124,8 +127,9 @@ class ReductionRules(BuilderBase):
             spots.append((host.name, leaf.name))
         return spots
 
-    def place(self, st: Stage, parallel_axes: list[IterVar]) -> None:
-        """At the root with fused parallel outer loops, or in a loop its readers run in (attach_spots).
+    def place(self, st: Stage, parallel_axes: list[IterVar], in_readers: bool = False) -> None:
+        """At the root with fused parallel outer loops, or in a loop its readers run in (attach_spots);
+        only in such a loop when ``in_readers`` (see :meth:`one_pass`).
 
         A contiguous reduction over a few hundred KiB per output (a layer norm's row sums) goes in its
         readers' loop whenever it can: there it reads the row from memory and its readers find it in
@@ -133,7 +137,7 @@ class ReductionRules(BuilderBase):
         three passes over x, 1.1 ms on two cores; one, 0.6). The search had that choice and in 64
         trials never took it for both sums at once."""
         spots = [("root", ""), *self.attach_spots(st)]
-        first = 1 if len(spots) > 1 and self.one_pass(st) else 0
+        first = 1 if len(spots) > 1 and in_readers else 0
         where = self.choose(f"{st.name}/location", list(range(first, len(spots))))
         if where > 0:
             parent, axis = spots[where]
@@ -151,13 +155,17 @@ class ReductionRules(BuilderBase):
         if fused.extent > 1:
             st.parallel(fused)
 
-    @staticmethod
-    def one_pass(st: Stage) -> bool:
-        """``st`` reduces along contiguous memory and each of its outputs reads at most
-        :data:`ONE_PASS_BYTES`: computed where its readers run, its data stays in cache for them (a
-        strided reduction, a column sum, is better at the root with its columns in vector lanes)."""
+    def one_pass(self, st: Stage) -> bool:
+        """``st`` (before any rfactor) reduces rows along contiguous memory, at least a vector long,
+        and each of its outputs reads at most :data:`ONE_PASS_BYTES`: computed where its readers run,
+        its data stays in cache for them (a strided reduction, a column sum, is better at the root with
+        its columns in vector lanes; a pooling window, a few taps, keeps its choices)."""
         op = st.op
-        if not isinstance(op, ComputeOp) or not contiguous_reduction(op):
+        if (
+            not isinstance(op, ComputeOp)
+            or not contiguous_reduction(op)
+            or op.reduce_axis[-1].extent < self.p.lanes
+        ):
             return False
         return _prod([a.extent for a in op.reduce_axis]) * np.dtype(op.dtype).itemsize <= ONE_PASS_BYTES
 

@@ -9,7 +9,7 @@ import pytest
 
 from autosched.search_space.sketch import SketchPolicy
 from autosched.testing import assert_matches_numpy
-from autosched.topi.workloads import make_layer_norm, make_max_pool2d, make_softmax
+from autosched.topi.workloads import make_avg_pool2d, make_layer_norm, make_max_pool2d, make_softmax
 from tests.codegen.test_partition import max_pool_nhwc
 
 CASES = {
@@ -18,6 +18,7 @@ CASES = {
     "softmax": lambda: make_softmax((20, 72)),
     "max_pool_nhwc": lambda: max_pool_nhwc(1, 15, 14, 32),
     "max_pool_nchw": lambda: make_max_pool2d(1, 4, 13, 12, kernel=3, stride=2, padding=1),
+    "avg_pool_nchw": lambda: make_avg_pool2d(1, 4, 13, 12, kernel=3, stride=2, padding=1),
 }
 
 

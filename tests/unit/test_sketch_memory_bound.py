@@ -8,7 +8,7 @@ import random
 
 from autosched import te
 from autosched.search_space.sketch import SketchPolicy
-from autosched.topi.workloads import make_layer_norm, make_softmax
+from autosched.topi.workloads import make_avg_pool2d, make_layer_norm, make_softmax
 
 
 def test_layer_norm_sums_run_in_the_output_row_loop() -> None:
@@ -42,7 +42,8 @@ def test_softmax_reductions_prefer_the_row_loop() -> None:
 
 
 def test_strided_and_large_reductions_keep_the_root() -> None:
-    """A column sum (stride = row length) and a row of 1M floats (4 MiB) may still go to the root."""
+    """A column sum (stride = row length), a row of 1M floats (4 MiB) and a pooling window (3 taps)
+    may still go to the root."""
     x = te.placeholder((256, 64), name="x")
     i = te.reduce_axis((0, 256), name="i")
     col = te.compute((64,), lambda j: te.sum(x[i, j], axis=i), name="col")
@@ -51,7 +52,8 @@ def test_strided_and_large_reductions_keep_the_root() -> None:
     k = te.reduce_axis((0, 1 << 20), name="k")
     big = te.compute((2,), lambda r: te.sum(y[r, k], axis=k), name="big")
     shifted = te.compute((2, 1 << 20), lambda r, c: y[r, c] - big[r], name="shifted")
-    for out, name in ((scaled, "col"), (shifted, "big")):
+    *_, avg = make_avg_pool2d(1, 4, 12, 12, kernel=3, stride=2, padding=1)
+    for out, name in ((scaled, "col"), (shifted, "big"), (avg, "pool_sum")):
         policy = SketchPolicy([out], lanes=16)
         rng = random.Random(0)
         seen = {policy.sample(rng)[1].get(f"{name}/location") for _ in range(30)}
