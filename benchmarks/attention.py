@@ -10,6 +10,13 @@ a fresh process running one call, above what it held before the call (inputs inc
     python benchmarks/attention.py                       # the issue's five rows, 64 trials each
     python benchmarks/attention.py --rows 0 --trials 8 --scale 4   # a quick smoke run
 
+Each tuning candidate is checked before it is timed: at sequence 512 against the full numpy reference
+of the te program; above that at a few hundred whole output rows, stratified over (batch, head,
+query) plus the first and last row, on fresh random non-zero inputs (``te/reference_sampled.py``: every
+checked row is exact, so a kernel wrong on a fraction f of the rows passes with probability about
+(1 - f) ** rows). A candidate whose first two repeats are over 1.5x the best so far is timed no more.
+Each row prints its tuning time and how the candidates were checked (``sampled:N``: N output values).
+
 Run it alone on the machine: anything else running makes the times meaningless.
 """
 
@@ -125,19 +132,22 @@ def time_in_turns(fns: dict[str, Callable[[], Any]], rounds: int, pause_s: float
     return {n: statistics.median(t) for n, t in times.items()}
 
 
-def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, str]:
+def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, str, str]:
+    """The best trace, what it is ("64 trials"), and how the candidates' outputs were checked."""
     from autosched.records.log import load_records
     from autosched.search_space.default import default_schedule
     from autosched.tune import TuneOptions, Tuner
 
     if trials <= 0:
-        return default_schedule(inst.tensors[-1:], cores=threads).trace, "default schedule"
+        return default_schedule(inst.tensors[-1:], cores=threads).trace, "default schedule", "-"
     log = work / f"attention_{abs(hash(inst.key)) % 10**8}.jsonl"
     Tuner([inst], "llvm-cpu", log, TuneOptions(trials=trials, num_threads=threads)).run()
     ok = [r for r in load_records(log, workload_key=inst.key).records if r.ok]
     if not ok:
-        return default_schedule(inst.tensors[-1:], cores=threads).trace, "default schedule (no trial ran)"
-    return min(ok, key=lambda r: r.mean_cost).trace, f"{trials} trials"
+        default = default_schedule(inst.tensors[-1:], cores=threads).trace
+        return default, "default schedule (no trial ran)", "-"
+    best = min(ok, key=lambda r: r.mean_cost)
+    return best.trace, f"{trials} trials", str(best.check)
 
 
 def peak_memory(args: dict[str, Any], trace: Any, who: str, threads: int) -> int | None:
@@ -209,7 +219,10 @@ def main(argv: list[str] | None = None) -> int:
         inst = instance(args)
         bh, seq, d = args["H"], args["S"], args["D"]
         with_numpy = 3 * bh * seq * seq * 4 <= NUMPY_MAX_BYTES
-        trace, how = tuned_trace(inst, ns.trials, ns.threads, work)
+        t0 = time.perf_counter()
+        trace, how, check = tuned_trace(inst, ns.trials, ns.threads, work)
+        tuned_s = time.perf_counter() - t0
+        print(f"# row {index}: tuned in {tuned_s:.0f} s, outputs checked: {check}", flush=True)
         times = time_in_turns(contenders(inst, trace, ns.threads, with_numpy), ns.rounds)
         flops = 4 * bh * seq * seq * d / (2 if args["causal"] else 1)
         ours = times["autosched"]
