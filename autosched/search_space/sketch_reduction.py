@@ -12,6 +12,7 @@ from .sketch_base import RFACTOR_LANES, WINDOW_UNROLL_MAX, BuilderBase, _prod, c
 from .stage import Split, Stage
 
 ONE_PASS_BYTES = 512 * 1024  # well inside a core's L2 (1-2 MiB on the CPUs here)
+PARALLEL_CHUNKS = 16  # parallel iterations a core that are enough to balance the load
 
 
 class ReductionRules(BuilderBase):
@@ -146,7 +147,12 @@ class ReductionRules(BuilderBase):
         axes = [a for a in parallel_axes if st.position(a) is not None]
         if not axes:
             return
-        depth = self.choose(f"{st.name}/parallel_depth", list(range(1, len(axes) + 1)))
+        # Fusing past the loops that already give every core PARALLEL_CHUNKS chunks balances nothing
+        # and takes away the row loop that a reader's one-pass producers are computed in (a layer
+        # norm with rows and columns fused: its sums at the root again).
+        extents = [a.extent for a in axes]
+        enough = [d for d in range(1, len(axes)) if _prod(extents[:d]) >= PARALLEL_CHUNKS * self.p.cores]
+        depth = self.choose(f"{st.name}/parallel_depth", list(range(1, (enough or [len(axes)])[0] + 1)))
         chosen = axes[:depth]
         pos = [st.position(a) for a in chosen]
         if pos != list(range(pos[0], pos[0] + len(pos))) or pos[0] != 0:

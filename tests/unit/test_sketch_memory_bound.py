@@ -58,3 +58,14 @@ def test_strided_and_large_reductions_keep_the_root() -> None:
         rng = random.Random(0)
         seen = {policy.sample(rng)[1].get(f"{name}/location") for _ in range(30)}
         assert 0 in seen, (name, seen)
+
+
+def test_parallel_loops_fused_only_until_every_core_has_enough() -> None:
+    """128 rows give two cores 64 chunks each: rows and columns are not fused (the sums keep their
+    row loop); 8 rows are fused with the columns to have enough."""
+    for rows, depths in ((128, {1}), (8, {1, 2})):
+        *_, out = make_layer_norm((rows, 256), axis=-1)
+        policy = SketchPolicy([out], cores=2, lanes=16)
+        rng = random.Random(0)
+        seen = {policy.sample(rng)[1]["layer_norm/parallel_depth"] for _ in range(20)}
+        assert seen == depths, (rows, seen)
