@@ -50,7 +50,8 @@ def _unroll_within(s: Stmt, max_step: int) -> Stmt:
     if isinstance(s, For):
         body = _unroll_within(s.body, max_step)
         kind = s.kind
-        if kind == "serial" and s.extent * _steps(body) <= max_step:
+        rolled = ("rolled", 1) in s.annotations  # unswitch_guards's border copies: rarely run
+        if kind == "serial" and not rolled and s.extent * _steps(body) <= max_step:
             kind = "unrolled"
         return dataclasses.replace(s, body=body, kind=kind)
     if isinstance(s, Seq):

@@ -36,6 +36,7 @@ from .simplify import Simplifier, simplify_expr
 from .stmt_visit import map_stmt, walk_stmts
 
 KINDS = ("serial", "unrolled", "parallel")  # vectorized loops: partition_vector_loops tests lanes
+ROLLED = ("rolled", 1)  # a loop annotation auto_unroll leaves alone
 
 
 def _accumulates(s: Store) -> bool:
@@ -99,6 +100,14 @@ def _assume(body: Stmt, keys: set[tuple], holds: bool) -> Stmt:
     return map_stmt(body, lambda s: s, lambda e: rewrite(e, visit))
 
 
+def _rolled(s: Stmt) -> Stmt:
+    """The border copy's serial loops stay loops under auto_unroll: they run for a few taps only,
+    and unrolled they took LLVM seconds (a capsule conv's candidate: 0.6 s -> 5 s to compile)."""
+    if isinstance(s, For) and s.kind == "serial" and ROLLED not in s.annotations:
+        return dataclasses.replace(s, annotations=(*s.annotations, ROLLED))
+    return s
+
+
 def unswitch_guards(f: PrimFunc) -> PrimFunc:
     """Select conditions invariant in the loops around their statement become ``if`` statements
     outside those loops, with the unconditional body as the taken branch and the original as the other.
@@ -119,6 +128,7 @@ def unswitch_guards(f: PrimFunc) -> PrimFunc:
         keys = {_key(c) for c in hoisted}
         fast = Simplifier().stmt(_assume(s.body, keys, True))  # select(True, t, f) -> t
         border = Simplifier().stmt(_assume(s.body, keys, False))
+        border = border and map_stmt(border, _rolled, lambda e: e)
         if fast is None or border is None:
             return s
         return dataclasses.replace(s, body=IfThenElse(simplify_expr(guard), fast, border))

@@ -91,3 +91,21 @@ def test_random_sketch_samples_match_numpy(name: str) -> None:
     for seed in range(4):
         sch, _ = policy.sample(rng)
         assert_matches_numpy(sch, args, seed=seed)
+
+
+def test_border_copy_stays_rolled_under_the_unroll_pragma() -> None:
+    """The fast copy unrolls as the pragma asks; the border copy, run for a few taps, stays a loop
+    (unrolled as well, it multiplied the code LLVM compiles)."""
+    data, weight, out = make_conv2d(C=4, H=8, W=8, K=4, stride=1)
+    s = create_schedule(out)
+    s[out.op.input_tensors[0]].compute_inline()
+    st = s[out]
+    rc, ry, rx = st.op.reduce_axis
+    st.reorder(*st.op.axis, ry, rx, rc)
+    st.pragma(st.op.axis[0], "auto_unroll_max_step", 512)
+    body = lower(s, [data, weight, out]).body
+    guard = next(x.body for x in walk_stmts(body) if isinstance(x, For) and x.var.name == "rx")
+    assert isinstance(guard, IfThenElse) and isinstance(guard.then, For) and guard.otherwise is not None
+    assert guard.then.kind == "unrolled"
+    assert isinstance(guard.otherwise, For) and guard.otherwise.kind == "serial"
+    assert_matches_numpy(s, [data, weight, out], seed=2)
