@@ -79,12 +79,11 @@ def outline(cg: LLVMCodegen, loop: For) -> None:
     # The body: this thread's static chunk, run serially.
     cg.frame = inner = Frame.open(body_fn, in_parallel=True)
     b = inner.b
-    for arg, key in zip(body_fn.args, [*bufs, *vars_], strict=True):
-        if isinstance(key, Buffer):
-            arg.add_attribute("noalias")
-            inner.buffers[key] = arg
-        else:
-            inner.vars[key] = arg
+    for arg, buf in zip(body_fn.args[: len(bufs)], bufs, strict=True):
+        arg.add_attribute("noalias")
+        inner.buffers[buf] = arg
+    for arg, var in zip(body_fn.args[len(bufs) :], vars_, strict=True):
+        inner.vars[var] = arg
     nthreads = b.sext(b.call(declare(cg.module, "omp_get_num_threads", ir.FunctionType(I32, [])), []), I64)
     tid = b.sext(b.call(declare(cg.module, "omp_get_thread_num", ir.FunctionType(I32, [])), []), I64)
     extent = ir.Constant(I64, loop.extent)
