@@ -52,6 +52,7 @@ from ..te.tensor import PlaceholderOp, Tensor
 from .strategy import Candidate
 
 CACHE_SIZE = 20000  # feature vectors kept (about 2.6 KB each)
+_Batch = tuple[list[Candidate], list[float]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,8 +120,10 @@ class EvolutionarySearch:
         # --- logs across chips (issue 6): see seed_foreign ---
         self._queue: list[Candidate] = []  # foreign schedules to measure before anything else
         self._foreign_seeds: list[Decisions] = []  # their decisions, for starting populations
-        # called with each measured batch before the model learns it (issue 20: transfer judges probes)
-        self.observers: list[Callable[[list[Candidate], list[float]], None]] = []
+        # called with each measured batch before the model learns it; one may return the batch to learn
+        # instead (issue 20: transfer holds its probe schedules back until they are judged)
+        self.observers: list[Callable[[list[Candidate], list[float]], _Batch | None]] = []
+        self.queue_alone = False  # the next proposal is the queued schedules alone (transfer's probes)
 
     # Candidates -----------------------------------------------------------------------------------
     def _features(self, key: str, sch: Schedule) -> np.ndarray | None:
@@ -162,6 +165,9 @@ class EvolutionarySearch:
         seen = set(measured)
         queued = self._pop_queue(n, seen)  # foreign schedules first (seed_foreign)
         n -= len(queued)
+        if queued and self.queue_alone:  # measured on their own: the search's first batch is as without
+            self.queue_alone = False
+            return queued
         if n <= 0:
             return queued
         if not self.model.trained:
@@ -237,8 +243,13 @@ class EvolutionarySearch:
 
     def update(self, candidates: list[Candidate], costs: list[float]) -> None:
         """Learn from a measured batch: retrain the model on all data so far."""
+        measured = len(candidates)
         for observe in self.observers:
-            observe(candidates, costs)
+            kept = observe(candidates, costs)
+            if kept is not None:
+                candidates, costs = kept
+        if measured and not candidates:
+            return  # a batch held back whole (transfer's probes): nothing learnt, no round counted
         rows, ys = [], []
         for cand, cost in zip(candidates, costs):
             key = trace_key(cand.trace)

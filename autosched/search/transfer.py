@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..chip import ChipInfo, chip_from_json
+from ..errors import FAILED_COST
 from ..records.log import LogProblem, load_records, trace_key
 from ..records.record import TuningRecord
 
@@ -159,12 +160,14 @@ class GuidedModel:
     The prior is either a model trained on other chips' records (``add`` of a group ``"<key>@<chip>"``,
     what :meth:`EvolutionarySearch.seed_foreign` writes) or a pretrained model. Scores mix the two
     models' ranks with the prior's weight ``similarity * trust * half_life / (half_life + n)``, ``n``
-    the rows measured here; ``trust`` is the rank correlation of the prior's predictions with this
-    chip's measurements (judged once ``min_judge`` of them are in), so a source whose schedules rank
-    badly here stops counting. Until this chip has results, the prior guides the search only with
-    ``guide_untrained`` (a pretrained model: the user's choice); foreign records otherwise only queue
-    their best schedules. ``on_judged(trust)`` is called after each judgement (to queue more foreign
-    schedules while they are worth it).
+    the rows measured here. ``trust`` is the prior's rank correlation with this chip's results *within
+    the batches the search proposed* (a random batch is not what the prior has to rank: a good prior
+    can rank random points badly), less its standard error, judged once ``min_judge`` such rows are in.
+    ``probe_trust`` is what :func:`attach_foreign` learnt from the source's best schedules measured
+    here: until ``trust`` is judged it stands in for it, and a negative one (the source's best rank in
+    this chip's bottom half) takes the prior's say away for good. Until this chip has results, the prior
+    guides the search only with ``guide_untrained`` (a pretrained model: the user's choice).
+    ``on_judged(trust)`` is called after each judgement.
     """
 
     def __init__(
@@ -186,8 +189,10 @@ class GuidedModel:
         self.guide_untrained = guide_untrained
         self.on_judged = on_judged
         self.trust: float | None = None
+        self.probe_trust: float | None = None  # set by attach_foreign from the source's probes
         self._rows: list[np.ndarray] = []
         self._costs: list[float] = []
+        self._batches: list[tuple[int, int]] = []  # [start, end) of the rows of each searched batch
         self._foreign_groups: set[str] = set()
         self.prior_frozen = False  # foreign rows added after this are ignored
 
@@ -204,7 +209,7 @@ class GuidedModel:
     def trained(self) -> bool:
         if self.own.trained:
             return True  # the prior is mixed in (or not) by predict
-        return self._prior_ready and self.guide_untrained  # foreign records: queued schedules, no guidance
+        return self._prior_ready and self.weight() > 0  # a pretrained model, or trusted probes
 
     @property
     def _prior_ready(self) -> bool:
@@ -224,8 +229,11 @@ class GuidedModel:
             self._foreign_groups.add(group)
             self.prior.add(group, features, costs)
             return
+        searched = self.trained  # this batch was proposed by a model, not drawn at random
         self.own.add(group, features, costs)
         X = np.asarray(features, dtype=np.float64).reshape(len(costs), -1)
+        if searched and len(costs):
+            self._batches.append((len(self._costs), len(self._costs) + len(costs)))
         self._rows.extend(X)
         self._costs.extend(float(c) for c in costs)
 
@@ -241,25 +249,40 @@ class GuidedModel:
         self._judge()
 
     def _judge(self) -> None:
-        if not self._prior_ready or self.n_own < self.min_judge:
+        if not self._prior_ready:
             return
         from ..cost_model.xgb import relative_labels
 
-        labels = relative_labels(self._costs)
-        rho = rank_correlation(self.prior.predict(np.stack(self._rows)), labels)
-        # less its standard error, so a few lucky rows do not buy the prior a say
-        self.trust = rho - 1.0 / math.sqrt(self.n_own - 1)
-        if self.on_judged is not None:
-            self.on_judged(self.trust)
+        rhos, sizes = [], []
+        for lo, hi in self._batches:
+            if hi - lo >= 3:
+                labels = relative_labels(self._costs[lo:hi])
+                rhos.append(rank_correlation(self.prior.predict(np.stack(self._rows[lo:hi])), labels))
+                sizes.append(hi - lo)
+        n = sum(sizes)
+        if n >= self.min_judge:
+            rho = float(np.average(rhos, weights=sizes))
+            # less its standard error, so a few lucky rows do not buy the prior a say
+            self.trust = rho - 1.0 / math.sqrt(n - 1)
+        if self.on_judged is not None and self.effective_trust is not None:
+            self.on_judged(self.effective_trust)
+
+    @property
+    def effective_trust(self) -> float | None:
+        """The probes' verdict when they ranked badly (final), else ``trust``, else the probes'."""
+        if self.probe_trust is not None and self.probe_trust < 0:
+            return self.probe_trust
+        return self.trust if self.trust is not None else self.probe_trust
 
     def weight(self) -> float:
         """The prior's share of the scores now: 0 without a prior or once it ranks this chip badly."""
         if not self._prior_ready:
             return 0.0
-        if self.trust is None:  # not judged yet: a pretrained model guides, foreign records wait
+        t = self.effective_trust
+        if t is None:  # not judged yet: a pretrained model guides, foreign records wait for probes
             return self.similarity if self.guide_untrained else 0.0
-        trust = min(1.0, max(0.0, (self.trust - 0.1) / 0.5))
-        return self.similarity * trust * self.half_life / (self.half_life + self.n_own)
+        t = min(1.0, max(0.0, (t - 0.1) / 0.5))
+        return self.similarity * t * self.half_life / (self.half_life + self.n_own)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         w = self.weight()
@@ -273,51 +296,100 @@ class GuidedModel:
 
     def describe(self) -> str:
         trust = "not judged yet" if self.trust is None else f"rank correlation {self.trust:.2f} here"
+        if self.probe_trust is not None:
+            trust += f", source's best {self.probe_trust:+.2f}"
         return f"prior weight {self.weight():.2f} (similarity {self.similarity:.2f}, {trust})"
 
 
+def probe_score(probe_costs: Sequence[float], own_costs: Sequence[float]) -> float | None:
+    """How the source's best schedules rank among this chip's own results, like a correlation in
+    [-1, 1]: ``2 p - 1`` for the best probe's share ``p`` of own results it beats (ties half), less
+    ``1/sqrt(m)`` for ``m`` own results (a random schedule beats all of a few by luck). None without
+    own results. The best of A among B's fastest is strong evidence; all of them in B's slower half
+    is a verdict."""
+    own = np.asarray([c for c in own_costs if math.isfinite(c) and c < FAILED_COST], dtype=np.float64)
+    if len(own) == 0 or not probe_costs:
+        return None
+    best = min(probe_costs)
+    if not math.isfinite(best) or best >= FAILED_COST:
+        p = 0.0  # the source's best did not even run here
+    else:
+        p = float(np.mean((own > best) + 0.5 * (own == best)))
+    return 2.0 * p - 1.0 - 1.0 / math.sqrt(len(own))
+
+
 def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInfo, top: int,
-                   chunk: int = 4) -> tuple[GuidedModel, int]:  # fmt: skip
+                   probes: int = 2, chunk: int = 4) -> tuple[GuidedModel, int]:  # fmt: skip
     """Guide ``strategy`` (an EvolutionarySearch) by other chips' ``records``: they train a prior
-    weighted by how alike their chips are to ``chip``. Nothing foreign is measured until this chip's
-    first results judge the prior: while it ranks them well (trust >= 0.3) its best ``chunk``
-    schedules are queued after each batch, up to ``top`` in all, and their decisions join the starting
-    populations; a source that ranks badly costs no trial and leaves the search as it would run from
-    scratch. Returns the guide and how many schedules were queued before any result (0)."""
+    weighted by how alike their chips are to ``chip``, and the source is judged by its own best.
+
+    The best ``probes`` foreign schedules are measured first, on their own, whatever the prior says,
+    and held back from the search until this chip's first batch judges them (:func:`probe_score`,
+    the guide's ``probe_trust``). Ranked badly, they are never learnt: the search runs exactly as from
+    scratch, ``probes`` trials later. Ranked >= 0.3 (the source's best among this chip's fastest),
+    they are learnt, the foreign decisions join the starting populations, the prior has a say, and
+    ``chunk`` more are queued after each batch, up to ``top`` in all, until a chunk ranks badly.
+    Returns the guide and how many schedules were queued before any result."""
     counts = Counter(r.fingerprint for r in records)
     facts = {r.fingerprint: chip_from_json(r.chip) for r in records}
     sim = sum(n * chip_similarity(facts[fp], chip) for fp, n in counts.items()) / max(1, sum(counts.values()))
-    state = {"queued": 0, "judged_at": -1}
     guide = GuidedModel(strategy.model, similarity=sim)
+    state = {"queued": 0, "stopped": False}
+    probe_keys: set[str] = set()
+    own_costs: list[float] = []  # this chip's results of its own search
+    unjudged: list[float] = []  # probe results not yet judged against them
+    held: list[tuple[Any, float]] = []  # the first probes' results, not learnt before their verdict
 
     strategy = _model_owner(strategy)
     seeds = getattr(strategy, "_foreign_seeds", None)  # the foreign decisions that start populations
-    held: list[Any] = []  # ... held back until the source has earned trust here
+    held_seeds: list[Any] = []  # ... held back until the source has earned trust here
 
-    def more(trust: float) -> None:
-        if isinstance(seeds, list):
-            if trust >= 0.3 and held:
-                seeds.extend(held)
-                held.clear()
-            elif trust < 0.3 and seeds:
-                held.extend(seeds)
-                seeds.clear()
-        if trust < 0.3 or state["queued"] >= top or guide.n_own == state["judged_at"]:
-            return
-        state["judged_at"] = guide.n_own
-        nxt = best_foreign(records, min(top, state["queued"] + chunk))[state["queued"] :]
+    def trusted() -> bool:
+        return guide.probe_trust is not None and guide.probe_trust >= 0.3
+
+    def queue(k: int) -> None:
+        nxt = best_foreign(records, min(top, state["queued"] + k))[state["queued"] :]
         state["queued"] += len(nxt)
+        probe_keys.update(trace_key(r.trace) for r in nxt)
         if nxt:
             strategy.seed_foreign(nxt, len(nxt))  # queues them; the prior is already trained (frozen)
+        if isinstance(seeds, list) and not trusted():
+            held_seeds.extend(seeds)
+            seeds.clear()
+
+    def observe(cands: list[Any], costs: list[float]) -> tuple[list[Any], list[float]] | None:
+        learn: list[tuple[Any, float]] = []
+        for cand, cost in zip(cands, costs):
+            probe = trace_key(cand.trace) in probe_keys
+            (unjudged if probe else own_costs).append(float(cost))
+            (held if probe and guide.probe_trust is None else learn).append((cand, cost))
+        score = probe_score(unjudged, own_costs)
+        if score is None:
+            return [c for c, _ in learn], [x for _, x in learn]
+        unjudged.clear()
+        if guide.probe_trust is None:  # the first probes' verdict judges the source
+            guide.probe_trust = score
+            if trusted():
+                learn = held + learn  # this chip's measurements after all: the search learns them
+                if isinstance(seeds, list):  # the foreign decisions start populations
+                    seeds.extend(held_seeds)
+                    held_seeds.clear()
+            held.clear()  # ranked badly: never learnt, the search is as from scratch
+        if score < 0.3 or not trusted():
+            state["stopped"] = True  # a chunk that ranks badly: the source's next best are no better
+        elif not state["stopped"] and state["queued"] < top:
+            queue(chunk)
+        return [c for c, _ in learn], [x for _, x in learn]
 
     strategy.model = guide
-    strategy.seed_foreign(records, 0)  # trains the prior; nothing queued before this chip judges it
-    if isinstance(seeds, list):
-        held.extend(seeds)
-        seeds.clear()
+    strategy.seed_foreign(records, 0)  # trains the prior; nothing queued yet
     guide.prior_frozen = True  # later chunks only queue: their records are in the prior already
-    guide.on_judged = more
-    return guide, 0
+    queue(min(probes, top))
+    observers = getattr(strategy, "observers", None)
+    if isinstance(observers, list):
+        observers.append(observe)
+        strategy.queue_alone = state["queued"] > 0  # the probes are measured on their own
+    return guide, state["queued"]
 
 
 def attach_pretrained(strategy: Any, pretrained: Any, fingerprint: str) -> GuidedModel:

@@ -79,61 +79,97 @@ def tune(path, target, cost_fn, trials, seed, **kw):
 
 @pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_adversarial_source_does_not_slow_b_down(tmp_path, seed):
-    """A source chip whose best schedules are B's worst: trials to B's best within 10% of scratch."""
+    """A source chip whose best schedules are B's worst: its two probes are all it costs. They rank
+    last in B's first batch, are never learnt, and the search runs exactly as from scratch after them."""
     log_a = tmp_path / "a.jsonl"
     tune(log_a, CHIP_A, cost_adversarial, 32, seed=0)
     scratch, _, _ = tune(tmp_path / f"s{seed}.jsonl", CHIP_B, cost_b, 48, seed)
     moved, task, notes = tune(tmp_path / f"t{seed}.jsonl", CHIP_B, cost_b, 48, seed,
                               transfer_from=(str(log_a),))  # fmt: skip
-    goal = min(min(scratch), min(moved))
-    n_scratch, n_moved = trials_to(scratch, goal * 1.1), trials_to(moved, goal * 1.1)
-    assert n_scratch is not None and n_moved is not None
+    assert min(moved[:2]) > max(moved[2:10])  # A's best two, measured first: slower than all of B's batch
+    assert moved[2:] == scratch[:46]  # then B's search as from scratch, trial for trial
+    goal = min(scratch) * 1.1
+    n_scratch, n_moved = trials_to(scratch, goal), trials_to(moved, goal)
+    assert n_scratch is not None and n_moved == n_scratch + 2
     assert n_moved <= 1.1 * n_scratch, (n_scratch, n_moved)
     guide = task.strategy.model
-    assert guide.trust is not None and guide.trust < 0.3 and guide.weight() == 0  # B never confirmed A
+    assert guide.probe_trust is not None and guide.probe_trust < 0 and guide.weight() == 0
+    assert not task.strategy._foreign_seeds  # A's decisions never start B's populations
     assert "transfer: prior weight" in " ".join(notes)
 
 
-def test_foreign_best_queued_only_while_b_confirms_the_source(tmp_path):
-    """attach_foreign: nothing queued before B judges; 4 more per judged batch while trusted, up to top;
-    the foreign decisions join the populations only while trusted."""
+@pytest.mark.parametrize("seed", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_source_whose_best_are_bs_best_cuts_trials(tmp_path, seed):
+    """A source chip that ranks as B does, whose best is at least what B finds on its own: B's first
+    trial is it, B reaches 90% of its from-scratch best in at least 3x fewer trials, and ends no worse."""
+    log_a = tmp_path / "a.jsonl"
+    costs_a, _, _ = tune(log_a, "llvm-cpu -mcpu=skylake", cost_b, 48, seed=1)  # a search that finds 0.9 ms
+    scratch, _, _ = tune(tmp_path / f"s{seed}.jsonl", CHIP_B, cost_b, 48, seed)
+    moved, task, _ = tune(tmp_path / f"t{seed}.jsonl", CHIP_B, cost_b, 48, seed, transfer_from=(str(log_a),))
+    assert min(costs_a) <= min(scratch)  # the premise: A's best schedules are B's best
+    assert moved[0] == min(costs_a)  # measured first, as a probe
+    goal = min(scratch) / 0.9
+    n_scratch, n_moved = trials_to(scratch, goal), trials_to(moved, goal)
+    assert n_scratch is not None and n_moved is not None and 3 * n_moved <= n_scratch, (n_scratch, n_moved)
+    assert min(moved) <= min(scratch)
+    guide = task.strategy.model
+    assert guide.probe_trust is not None and guide.probe_trust >= 0.3 and task.strategy._foreign_seeds
+
+
+def test_probes_first_then_chunks_while_they_rank_well(tmp_path):
+    """attach_foreign: A's best two are queued to be measured alone and held back until B's first batch
+    judges them; trusted, they are learnt, A's decisions start populations and 4 more are queued after
+    each batch until a chunk ranks badly. Distrusted, they are dropped and nothing more is queued."""
+    from types import SimpleNamespace
+
     from autosched.records.log import load_records
     from autosched.search.transfer import attach_foreign, best_foreign
 
     log_a = tmp_path / "a.jsonl"
     tune(log_a, CHIP_A, cost_b, 24, seed=0)
     records = load_records(log_a).records
+    best = best_foreign(records, 10)
+    keys = [trace_key(r.trace) for r in best]
+    others = [SimpleNamespace(trace=r.trace) for r in records if trace_key(r.trace) not in keys][:8]
+    chip = ChipInfo("hsw", "cpu", "haswell", ("avx2",), vector_bits=256)
 
     class Strategy:
         def __init__(self):
             from autosched.cost_model.xgb import XGBModel
 
             self.model, self.calls, self._foreign_seeds = XGBModel(seed=0), [], []
+            self.observers, self.queue_alone = [], False
 
         def seed_foreign(self, recs, k):
             self.calls.append([trace_key(r.trace) for r in recs[:k]])
-            self.model.add("g@a", np.ones((len(recs), FEATURE_COUNT)), [1e-3] * len(recs))
             self._foreign_seeds.extend(dict(r.decisions) for r in recs[:k] if r.decisions)
             return min(k, len(recs))
 
+    def cands(recs):
+        return [SimpleNamespace(trace=r.trace) for r in recs]
+
     st = Strategy()
-    chip = ChipInfo("hsw", "cpu", "haswell", ("avx2",), vector_bits=256)
     guide, queued = attach_foreign(st, records, chip, top=10)
-    assert queued == 0 and st.calls == [[]] and st.model is guide and 0 < guide.similarity <= 1
-    best = [trace_key(r.trace) for r in best_foreign(records, 10)]
-    guide._costs = [1e-3] * 8  # B has measured a batch
-    guide.on_judged(0.5)
-    assert st.calls[1] == best[:4] and st._foreign_seeds
-    guide.on_judged(0.5)  # the same batch judged again: nothing more
-    assert len(st.calls) == 2
-    guide._costs += [1e-3] * 8
-    guide.on_judged(0.6)
-    guide._costs += [1e-3] * 8
-    guide.on_judged(0.6)
-    assert st.calls[2] == best[4:8] and st.calls[3] == best[8:10]  # up to top in all
-    guide._costs += [1e-3] * 8
-    guide.on_judged(-0.2)  # B stopped confirming A
-    assert not st._foreign_seeds and len(st.calls) == 4
+    assert queued == 2 and st.calls == [[], keys[:2]] and st.queue_alone and st.model is guide
+    assert not st._foreign_seeds and 0 < guide.similarity <= 1
+    (observe,) = st.observers
+    assert observe(cands(best[:2]), [1e-3, 2e-3]) == ([], [])  # the probes alone: held, not learnt
+    assert guide.probe_trust is None and len(st.calls) == 2
+    learnt, costs = observe(others, [5e-3] * 8)  # B's first batch: all slower than the probes
+    assert guide.probe_trust >= 0.3 and len(learnt) == 10 and costs[:2] == [1e-3, 2e-3]  # now learnt
+    assert st._foreign_seeds and st.calls[2] == keys[2:6]
+    observe(cands(best[2:6]) + others[:4], [1e-3] + [4e-3] * 7)  # the chunk's best is B's best: more
+    assert st.calls[3] == keys[6:10]
+    observe(cands(best[6:10]) + others[:4], [9e-3] * 4 + [4e-3] * 4)  # this chunk ranks badly: no more
+    assert len(st.calls) == 4 and guide.probe_trust >= 0.3  # the first verdict stands for the prior
+
+    st = Strategy()
+    guide, _ = attach_foreign(st, records, chip, top=10)
+    (observe,) = st.observers
+    observe(cands(best[:2]), [9e-3, 9e-3])
+    learnt, _ = observe(others, [5e-3] * 8)  # the probes are B's slowest: dropped, never learnt
+    assert [trace_key(c.trace) for c in learnt] == [trace_key(c.trace) for c in others]
+    assert guide.probe_trust < 0 and not st._foreign_seeds and len(st.calls) == 2
 
 
 def test_prior_weight_falls_as_b_measures():
