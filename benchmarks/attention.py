@@ -15,7 +15,8 @@ of the te program; above that at a few hundred whole output rows, stratified ove
 query) plus the first and last row, on fresh random non-zero inputs (``te/reference_sampled.py``: every
 checked row is exact, so a kernel wrong on a fraction f of the rows passes with probability about
 (1 - f) ** rows). A candidate whose first two repeats are over 1.5x the best so far is timed no more.
-Each row prints its tuning time and how the candidates were checked (``sampled:N``: N output values).
+Each row prints its tuning time and how the candidates were checked (``sampled:N``: N output values);
+the tuned kernel's whole output is then compared with torch's before anything is timed.
 
 Run it alone on the machine: anything else running makes the times meaningless.
 """
@@ -104,10 +105,25 @@ def contenders(inst: Any, trace: Any, threads: int, with_numpy: bool) -> dict[st
                 tq, tk, tv, is_causal=causal, enable_gqa=gqa
             )
 
-    found = {"autosched": lambda: fn(q, k, v, out), "torch": run_torch}
+    def run_ours() -> np.ndarray:
+        fn(q, k, v, out)
+        return out
+
+    found = {"autosched": run_ours, "torch": run_torch}
     if with_numpy:
         found["numpy"] = lambda: numpy_attention(q, k, v, causal)
     return found
+
+
+def check_whole_output(fns: dict[str, Callable[[], Any]]) -> float:
+    """The tuned kernel's whole output against torch's (tuning checked sampled rows only); returns the
+    largest absolute difference, or raises when they disagree."""
+    ours = np.array(fns["autosched"](), copy=True)
+    theirs = fns["torch"]().numpy()
+    worst = float(np.max(np.abs(ours - theirs)))
+    if not np.allclose(ours, theirs, rtol=1e-4, atol=1e-5):
+        raise RuntimeError(f"the tuned kernel disagrees with torch SDPA: max abs difference {worst:.3g}")
+    return worst
 
 
 def time_in_turns(fns: dict[str, Callable[[], Any]], rounds: int, pause_s: float = 0.3) -> dict[str, float]:
@@ -223,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
         trace, how, check = tuned_trace(inst, ns.trials, ns.threads, work)
         tuned_s = time.perf_counter() - t0
         print(f"# row {index}: tuned in {tuned_s:.0f} s, outputs checked: {check}", flush=True)
-        times = time_in_turns(contenders(inst, trace, ns.threads, with_numpy), ns.rounds)
+        fns = contenders(inst, trace, ns.threads, with_numpy)
+        diff = check_whole_output(fns)
+        print(f"# row {index}: whole output within {diff:.2g} of torch SDPA", flush=True)
+        times = time_in_turns(fns, ns.rounds)
         flops = 4 * bh * seq * seq * d / (2 if args["causal"] else 1)
         ours = times["autosched"]
         mem = {} if ns.no_memory else {w: peak_memory(args, trace, w, ns.threads) for w in times}
