@@ -12,14 +12,20 @@ seeds of the trials each run needs to reach 90% of it, the best at 32 and 64 tri
 (done when: transfer >= 3x fewer on four of six workloads, none worse than scratch by more than 10%;
 pretrained >= 2x).
 
-    python benchmarks/transfer.py                          # the full run (see the estimate it prints)
-    python benchmarks/transfer.py --quick                  # tiny shapes, 8 trials: a smoke run
-    python benchmarks/transfer.py --workloads matmul softmax --seeds 0 --targets opencl
+    python benchmarks/transfer.py --estimate               # the pieces still to run, minutes each
+    python benchmarks/transfer.py --workloads matmul --seeds 0   # one piece (about 20-30 min alone)
+    python benchmarks/transfer.py --report                 # the table from the stored pieces, runs nothing
+    python benchmarks/transfer.py                          # everything not yet stored (hours: see --estimate)
+    python benchmarks/transfer.py --quick                  # tiny shapes, 8 trials, seed 0: a smoke run
     python benchmarks/transfer.py --source-log A.jsonl     # reuse chip A's records instead of tuning A
 
-Resumable and chunkable: every finished run is appended to ``--results`` (JSON lines) and skipped when
-the script is run again, so the full run can be done a few workloads or seeds at a time; the table is
-printed from all results so far. Timing on a machine shared with other work is meaningless: run it alone.
+Resumable and splittable: every finished run (one workload, seed, chip B and mode) is appended to
+``--results`` (JSON lines, keyed by workload, chip, seed, mode and trials) and skipped when the script
+is run again, so the full run is done one piece (``--workloads W --seeds S``: chip A once, then both
+chips B in all three modes) at a time, by one session or several sharing the results file. A run cut
+short leaves nothing stored and is redone whole. ``--report`` prints the table from whatever is
+stored and lists the pieces still missing, with the command for each. Timing on a machine shared
+with other work is meaningless: run every piece alone.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import statistics
 import sys
 import time
@@ -55,22 +62,29 @@ QUICK: dict[str, tuple[str, dict[str, Any]]] = {
     "softmax": ("softmax", {"shape": (16, 128)}),
     "layer_norm": ("layer_norm", {"shape": (16, 96)}),
 }
-SECONDS_PER_TRIAL = 2.5  # a rough full-size figure on two cores (compile + check + time), for the estimate
+SECONDS_PER_TRIAL = (
+    2.5  # a rough full-size guess on two cores (compile + check + time); stored runs refine it
+)
 
 
-def run_key(workload: str, target: str, seed: int, mode: str) -> str:
-    return f"{workload}|{target}|{seed}|{mode}"
+Medians = tuple[str, str, dict[str, float | None]]  # workload, chip B, median trials to 90% per mode
+
+
+def run_key(workload: str, target: str, seed: int, mode: str, trials: int) -> str:
+    return f"{workload}|{target}|{seed}|{mode}|{trials}"
 
 
 def load_results(path: Path) -> dict[str, dict[str, Any]]:
+    """The stored runs, keyed anew from their fields (lines of the first version had no trials in
+    their key; a line cut short by an interrupted run is skipped)."""
     out: dict[str, dict[str, Any]] = {}
     if path.exists():
         for line in path.read_text().splitlines():
             try:
                 r = json.loads(line)
-                out[r["key"]] = r
-            except (ValueError, KeyError):
-                continue  # a line cut short by an interrupted run
+                out[run_key(r["workload"], r["target"], r["seed"], r["mode"], r["trials"])] = r
+            except (ValueError, KeyError, TypeError):
+                continue
     return out
 
 
@@ -120,8 +134,9 @@ def _med(v: list[float]) -> str:
 
 
 def summarize(results: dict[str, dict[str, Any]], names: list[str], targets: list[str], seeds: list[int],
-              trials: int) -> list[list[str]]:  # fmt: skip
-    rows = []
+              trials: int) -> tuple[list[list[str]], list[Medians]]:  # fmt: skip
+    """The table's rows, and per workload and chip B the median trials to 90% of each mode."""
+    rows, meds = [], []
     for wl in names:
         for target in targets:
             per_mode: dict[str, list[float]] = {m: [] for m in MODES}
@@ -129,7 +144,7 @@ def summarize(results: dict[str, dict[str, Any]], names: list[str], targets: lis
             at64: dict[str, list[float]] = {m: [] for m in MODES}
             bests = []
             for seed in seeds:
-                runs = {m: results.get(run_key(wl, target, seed, m)) for m in MODES}
+                runs = {m: results.get(run_key(wl, target, seed, m, trials)) for m in MODES}
                 got = {m: r for m, r in runs.items() if r}
                 if "scratch" not in got:
                     continue
@@ -144,18 +159,42 @@ def summarize(results: dict[str, dict[str, Any]], names: list[str], targets: lis
             if not bests:
                 continue
             med = {m: statistics.median(v) if v else None for m, v in per_mode.items()}
+            meds.append((wl, target, med))
 
             rows.append([wl, target, str(len(bests)), f"{statistics.median(bests):.1f}",
                          *(_fmt(med[m], trials) for m in MODES),
                          _ratio(med, "transfer"), _ratio(med, "pretrained"),
                          *(f"{_med(at32[m])}/{_med(at64[m])}" for m in MODES)])  # fmt: skip
-    return rows
+    return rows, meds
+
+
+def verdict(meds: list[Medians], targets: list[str], n_workloads: int) -> list[str]:
+    """The issue's done-when, per chip B: transfer >= 3x fewer trials on four of six workloads and none
+    worse than scratch by more than 10%; the pretrained model >= 2x on four of six."""
+    lines = []
+    need = min(4, n_workloads)
+    for target in targets:
+        cells = [m for _, t, m in meds if t == target]
+        if not cells:
+            continue
+        ratios = {mode: [a / b for a, b in ((m["scratch"], m[mode]) for m in cells) if a and b]
+                  for mode in ("transfer", "pretrained")}  # fmt: skip
+        worse = [wl for wl, t, m in meds if t == target and (a := m["scratch"]) and (b := m["transfer"])
+                 and b > 1.1 * a]  # fmt: skip
+        fast, good = sum(r >= 3 for r in ratios["transfer"]), sum(r >= 2 for r in ratios["pretrained"])
+        ok_t = fast >= need and not worse and len(cells) == n_workloads
+        ok_p = good >= need and len(cells) == n_workloads
+        lines.append(f"{target}: transfer >= 3x on {fast} of {len(cells)} workload(s) (goal {need} of "
+                     f"{n_workloads}), worse than scratch by > 10% on {', '.join(worse) or 'none'}: "
+                     f"{'met' if ok_t else 'not met'}; pretrained >= 2x on {good}: "
+                     f"{'met' if ok_p else 'not met'}")  # fmt: skip
+    return lines
 
 
 def print_table(rows: list[list[str]]) -> None:
     head = ["workload", "chip B", "seeds", "best GF/s", "scratch", "transfer", "pretrained", "fewer (>=3x)",
             "pretrained (>=2x)", "scratch @32/@64", "transfer @32/@64", "pretrained @32/@64"]  # fmt: skip
-    print("median over seeds of the trials B needs to reach 90% of the best GFLOP/s found on B; "
+    print("median over seeds of the trials on chip B to reach 90% of the best GFLOP/s found on B; "
           "best GFLOP/s at 32 and 64 trials")  # fmt: skip
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     for line in [head, *rows]:
@@ -166,7 +205,7 @@ def print_table(rows: list[list[str]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workloads", nargs="+", choices=list(FULL), default=list(FULL))
-    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--seeds", nargs="+", type=int, help="default 0 1 2 (quick: 0)")
     p.add_argument("--targets", nargs="+", default=list(TARGETS_B), help="the chips B")
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--trials", type=int, help="trials per run (default 64; quick 8)")
@@ -178,51 +217,125 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--out", help="logs and results here (default ~/.cache/autosched/transfer_bench[_quick])")
     p.add_argument("--results", help="the results file (default OUT/results.jsonl)")
-    p.add_argument("--estimate", action="store_true", help="print the time estimate and stop")
+    p.add_argument(
+        "--estimate", action="store_true", help="print the pieces still to run, minutes each, and stop"
+    )
+    p.add_argument("--report", action="store_true", help="print the table from the stored runs; run nothing")
     args = p.parse_args(argv)
+    args.flags = piece_flags(sys.argv[1:] if argv is None else argv)
     args.trials = args.trials or (8 if args.quick else 64)
+    args.seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
     args.batch_size = args.batch_size or (4 if args.quick else 8)
     sizes = QUICK if args.quick else FULL
     cache = Path.home() / ".cache" / "autosched"
     out = Path(args.out or cache / ("transfer_bench_quick" if args.quick else "transfer_bench"))
     out.mkdir(parents=True, exist_ok=True)
+    args.out = str(out)
     res_path = Path(args.results or out / "results.jsonl")
     results = load_results(res_path)
+    if args.report:
+        return report(results, args, res_path)
 
     todo = [(wl, t, s, m) for wl in args.workloads for s in args.seeds for t in args.targets
-            for m in args.modes if run_key(wl, t, s, m) not in results]  # fmt: skip
-    a_runs = 0 if args.source_log else len({(wl, s) for wl, t, s, m in todo if m == "transfer"})
-    est = (len(todo) + a_runs) * args.trials * (0.3 if args.quick else SECONDS_PER_TRIAL)
-    print(
-        f"chip A {TARGET_A!r}, chips B {args.targets}; {args.trials} trials a run; {len(todo)} B run(s) "
-        f"and {a_runs} A run(s) to do, about {est / 60:.0f} min; results in {res_path}",
-        flush=True,
-    )
+            for m in args.modes if run_key(wl, t, s, m, args.trials) not in results]  # fmt: skip
+    print(f"chip A {TARGET_A!r}, chips B {args.targets}; {args.trials} trials a run; results in {res_path}")
+    print_plan(todo, results, args)
     if args.estimate:
         return 0
+    start = time.perf_counter()
     for wl, target, seed, mode in todo:
         inst = topi_instance(*sizes[wl])
         print(f"# {wl} on {target}, seed {seed}, {mode}", flush=True)
         kw: dict[str, Any] = {"cost_model": "none"}
         if mode == "transfer":
-            log_a = Path(args.source_log) if args.source_log else out / f"{wl}_A_seed{seed}.jsonl"
-            if not args.source_log and not log_a.exists():
+            src = log_a(args, wl, seed)
+            if not args.source_log and not src.exists():
                 print(f"  chip A {TARGET_A}:", flush=True)
-                tune(inst, TARGET_A, log_a.with_suffix(".part"), args, seed, cost_model="none")
-                log_a.with_suffix(".part").rename(log_a)  # only a finished A log is reused
-            kw["transfer_from"] = (str(log_a),)
+                tune(inst, TARGET_A, src.with_suffix(".part"), args, seed, cost_model="none")
+                src.with_suffix(".part").rename(src)  # only a finished A log is reused
+            kw["transfer_from"] = (str(src),)
         elif mode == "pretrained":
             kw["cost_model"] = args.cost_model
         r = tune(
             inst, target, out / f"{wl}_{target.replace(' ', '_')}_s{seed}_{mode}.jsonl", args, seed, **kw
         )
-        r.update(key=run_key(wl, target, seed, mode), workload=wl, target=target, seed=seed, mode=mode,
-                 trials=args.trials, quick=args.quick)  # fmt: skip
+        r.update(key=run_key(wl, target, seed, mode, args.trials), workload=wl, target=target, seed=seed,
+                 mode=mode, trials=args.trials, quick=args.quick)  # fmt: skip
         results[r["key"]] = r
         with res_path.open("a") as f:
             f.write(json.dumps(r) + "\n")
+    if todo:
+        print(f"\nthis run: {len(todo)} B run(s) in {(time.perf_counter() - start) / 60:.1f} min")
     print()
-    print_table(summarize(results, args.workloads, args.targets, args.seeds, args.trials))
+    return report(results, args, res_path)
+
+
+def piece_flags(argv: list[str]) -> str:
+    """The options of this command line that every piece repeats: all but the pieces' own and the modes
+    that run nothing (``--report``, ``--estimate``); ends in a space when not empty."""
+    out, skip = [], False
+    for tok in argv:
+        if tok.startswith("--"):
+            name = tok.split("=", 1)[0]
+            skip = name in ("--workloads", "--seeds")
+            if skip or name in ("--report", "--estimate"):
+                continue
+        if not skip:
+            out.append(shlex.quote(tok))
+    return "".join(f"{t} " for t in out)
+
+
+def log_a(args: argparse.Namespace, wl: str, seed: int) -> Path:
+    """Chip A's log for a workload and seed: ``--source-log``, or tuned here once and kept."""
+    return Path(args.source_log or Path(args.out) / f"{wl}_A_seed{seed}_t{args.trials}.jsonl")
+
+
+def pieces(todo: list[tuple[str, str, int, str]]) -> dict[tuple[str, int], int]:
+    """The B runs still to do per piece (workload, seed)."""
+    out: dict[tuple[str, int], int] = {}
+    for wl, _, seed, _ in todo:
+        out[wl, seed] = out.get((wl, seed), 0) + 1
+    return out
+
+
+def _seconds_per_trial(results: dict[str, dict[str, Any]], wl: str, quick: bool) -> float:
+    """Measured in this workload's stored runs where there are some, else the rough default."""
+    runs = [r for r in results.values() if r["workload"] == wl and r.get("quick") == quick and r["history"]]
+    if runs:
+        return sum(r["seconds"] for r in runs) / sum(len(r["history"]) for r in runs)
+    return 0.3 if quick else SECONDS_PER_TRIAL
+
+
+def print_plan(todo: list[tuple[str, str, int, str]], results: dict[str, dict[str, Any]],
+               args: argparse.Namespace) -> None:  # fmt: skip
+    """Each piece still to run: its command and minutes (chip A's run included)."""
+    total = 0.0
+    for (wl, seed), n in sorted(pieces(todo).items()):
+        needs_a = any(m == "transfer" for w, _, s, m in todo if (w, s) == (wl, seed))
+        a_run = int(needs_a and not args.source_log and not log_a(args, wl, seed).exists())
+        est = (n + a_run) * args.trials * _seconds_per_trial(results, wl, args.quick)
+        total += est
+        cmd = f"python benchmarks/transfer.py {args.flags}--workloads {wl} --seeds {seed}"
+        print(f"  piece {wl} seed {seed}: {n} B run(s){' + chip A' if a_run else ''}, about "
+              f"{est / 60:.0f} min: {cmd}")  # fmt: skip
+    print(f"{len(todo)} B run(s) to do, about {total / 60:.0f} min in all" if todo else "nothing to run")
+
+
+def report(results: dict[str, dict[str, Any]], args: argparse.Namespace, res_path: Path) -> int:
+    """The table and the done-when verdict from the stored runs; the pieces missing, if any."""
+    rows, meds = summarize(results, args.workloads, args.targets, args.seeds, args.trials)
+    if not rows:
+        print(f"no stored runs in {res_path} for these workloads, seeds and {args.trials} trials")
+    else:
+        print_table(rows)
+        print()
+        for line in verdict(meds, args.targets, len(args.workloads)):
+            print(line)
+    missing = [(wl, t, s, m) for wl in args.workloads for s in args.seeds for t in args.targets
+               for m in args.modes if run_key(wl, t, s, m, args.trials) not in results]  # fmt: skip
+    if missing:
+        print(f"\nnot yet stored ({len(missing)} B run(s)); the pieces to run:")
+        print_plan(missing, results, args)
     return 0
 
 
