@@ -301,14 +301,14 @@ class GuidedModel:
         return f"prior weight {self.weight():.2f} (similarity {self.similarity:.2f}, {trust})"
 
 
-def probe_score(probe_costs: Sequence[float], own_costs: Sequence[float]) -> float | None:
+def probe_score(probe_costs: Sequence[float], own_costs: Sequence[float], min_own: int = 4) -> float | None:
     """How the source's best schedules rank among this chip's own results, like a correlation in
     [-1, 1]: ``2 p - 1`` for the best probe's share ``p`` of own results it beats (ties half), less
-    ``1/sqrt(m)`` for ``m`` own results (a random schedule beats all of a few by luck). None without
-    own results. The best of A among B's fastest is strong evidence; all of them in B's slower half
-    is a verdict."""
+    ``1/sqrt(m)`` for ``m`` own results (a random schedule beats all of a few by luck). None before
+    ``min_own`` own results (a default schedule measured beside the probes is no yardstick). The best
+    of A among B's fastest is strong evidence; all of them in B's slower half is a verdict."""
     own = np.asarray([c for c in own_costs if math.isfinite(c) and c < FAILED_COST], dtype=np.float64)
-    if len(own) == 0 or not probe_costs:
+    if len(own) < min_own or not probe_costs:
         return None
     best = min(probe_costs)
     if not math.isfinite(best) or best >= FAILED_COST:

@@ -172,6 +172,19 @@ def test_probes_first_then_chunks_while_they_rank_well(tmp_path):
     assert guide.probe_trust < 0 and not st._foreign_seeds and len(st.calls) == 2
 
 
+def test_probe_score_ranks_the_sources_best_among_bs_own():
+    from autosched.errors import FAILED_COST
+    from autosched.search.transfer import probe_score
+
+    own = [2e-3, 3e-3, 4e-3, 5e-3]
+    assert probe_score([1e-3, 9e-3], own) == pytest.approx(2 * 1.0 - 1 - 0.5)  # the best probe counts
+    assert probe_score([3e-3], own) == pytest.approx(2 * 0.625 - 1 - 0.5)  # ties count half
+    assert probe_score([9e-3], own) == pytest.approx(-1.5)
+    assert probe_score([FAILED_COST], own) == pytest.approx(-1.5)  # did not run here: the worst
+    assert probe_score([1e-3], own[:3]) is None and probe_score([], own) is None  # too few to judge by
+    assert probe_score([1e-3], [*own, FAILED_COST, float("inf")]) == pytest.approx(0.5)  # B's failures
+
+
 def test_prior_weight_falls_as_b_measures():
     from autosched.cost_model.xgb import XGBModel
 
