@@ -62,9 +62,10 @@ QUICK: dict[str, tuple[str, dict[str, Any]]] = {
     "softmax": ("softmax", {"shape": (16, 128)}),
     "layer_norm": ("layer_norm", {"shape": (16, 96)}),
 }
-SECONDS_PER_TRIAL = (
-    2.5  # a rough full-size guess on two cores (compile + check + time); stored runs refine it
-)
+# Seconds a trial (compile, check, time) at full size, for the estimate until stored runs refine it:
+# 8-trial runs of matmul and conv2d on two loaded cores took 0.6 s a trial on the CPU and 3-9 s on
+# PoCL (where random 1024^3 matmul schedules ran into the 10 s timeout).
+SECONDS_PER_TRIAL = {"cpu": 1.0, "opencl": 6.0, "quick": 0.3}
 
 
 Medians = tuple[str, str, dict[str, float | None]]  # workload, chip B, median trials to 90% per mode
@@ -298,12 +299,15 @@ def pieces(todo: list[tuple[str, str, int, str]]) -> dict[tuple[str, int], int]:
     return out
 
 
-def _seconds_per_trial(results: dict[str, dict[str, Any]], wl: str, quick: bool) -> float:
-    """Measured in this workload's stored runs where there are some, else the rough default."""
-    runs = [r for r in results.values() if r["workload"] == wl and r.get("quick") == quick and r["history"]]
+def _seconds_per_trial(results: dict[str, dict[str, Any]], wl: str, target: str, quick: bool) -> float:
+    """Measured in this workload's stored runs on ``target`` where there are some, else the default."""
+    key = (wl, target, quick)
+    runs = [
+        r for r in results.values() if (r["workload"], r["target"], r.get("quick")) == key and r["history"]
+    ]
     if runs:
-        return sum(r["seconds"] for r in runs) / sum(len(r["history"]) for r in runs)
-    return 0.3 if quick else SECONDS_PER_TRIAL
+        return float(sum(r["seconds"] for r in runs) / sum(len(r["history"]) for r in runs))
+    return SECONDS_PER_TRIAL["quick" if quick else "opencl" if target.startswith("opencl") else "cpu"]
 
 
 def print_plan(todo: list[tuple[str, str, int, str]], results: dict[str, dict[str, Any]],
@@ -313,7 +317,8 @@ def print_plan(todo: list[tuple[str, str, int, str]], results: dict[str, dict[st
     for (wl, seed), n in sorted(pieces(todo).items()):
         needs_a = any(m == "transfer" for w, _, s, m in todo if (w, s) == (wl, seed))
         a_run = int(needs_a and not args.source_log and not log_a(args, wl, seed).exists())
-        est = (n + a_run) * args.trials * _seconds_per_trial(results, wl, args.quick)
+        runs = [t for w, t, s, _ in todo if (w, s) == (wl, seed)] + [TARGET_A] * a_run
+        est = sum(args.trials * _seconds_per_trial(results, wl, t, args.quick) for t in runs)
         total += est
         cmd = f"python benchmarks/transfer.py {args.flags}--workloads {wl} --seeds {seed}"
         print(f"  piece {wl} seed {seed}: {n} B run(s){' + chip A' if a_run else ''}, about "
