@@ -116,15 +116,19 @@ def tune_tvm(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Path
     return {"lib": lib.jit() if hasattr(lib, "jit") else lib, "wall": wall}  # TVM >= 0.20: JIT it first
 
 
-def prepare_ours(inst: WorkloadInstance, trace: Any, inputs: list[np.ndarray]) -> tuple[Callable, list]:
-    """The best trace built as a library; (its prepared call, its outputs after one call)."""
+def prepare_ours(
+    inst: WorkloadInstance, trace: Any, inputs: list[np.ndarray], threads: int
+) -> tuple[Callable, list]:
+    """The best trace built as a library running on ``threads`` threads, as it was tuned (libgomp may
+    have read OMP_NUM_THREADS before this script set it: a --threads 1 run timed ours on both cores
+    against TVM on one); (its prepared call, its outputs after one call)."""
     from autosched.measure.compare import raw_call
     from autosched.measure.isolated import build_isolated
     from autosched.measure.runner import aligned_empty
     from autosched.testing import split_args
 
     _, outs = split_args(list(inst.tensors))
-    fn = build_isolated(list(inst.tensors), trace, "llvm-cpu", name="tuned")
+    fn = build_isolated(list(inst.tensors), trace, f"llvm-cpu -num-threads={threads}", name="tuned")
     out_arrays = [aligned_empty(t.shape, t.dtype) for t in outs]
     for a in out_arrays:
         a.fill(np.nan)  # an element the kernel skips cannot pass the check
@@ -222,7 +226,7 @@ def compare_op(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Pa
         a[...] = rng.standard_normal(t.shape)
         inputs.append(a)
     want = op.reference(s, *inputs)
-    call, got = prepare_ours(inst, mine["trace"], inputs)
+    call, got = prepare_ours(inst, mine["trace"], inputs, args.cores)
     problem = agree(got[-1], want)
     if problem:
         return {**row, "error": f"autosched's best kernel is wrong: {problem}"}
