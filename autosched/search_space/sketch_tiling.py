@@ -90,6 +90,11 @@ class TilingRules(BuilderBase):
         unroll = self.choose(f"{name}/unroll", UNROLL_STEPS)
         if unroll:
             producer.pragma(r0[0], "auto_unroll_max_step", unroll)
+        # An inlined pad tests every tap: per accumulator row (the default), or once per tile of rows
+        # with a fallback for the tiles that touch the border (lower/unswitch.py): either can win.
+        padded = any(r.attach[0] == "inline" for r in self.s.reads(producer))
+        if padded and self.choose(f"{name}/unswitch_rows", (False, True)):
+            producer.pragma(r0[0], "unswitch_rows", 1)
         self.done.update({producer.name, consumer.name})
 
     def channel_axes(self, op: ComputeOp) -> list[int]:

@@ -4,6 +4,7 @@ taken branch reads without a select, and every schedule still matches numpy."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from autosched.te.expr import Select
 from autosched.te.tensor import walk
 from autosched.testing import assert_matches_numpy
 from autosched.topi.transform import pad
-from autosched.topi.workloads import make_avg_pool2d, make_conv1d, make_conv2d, make_max_pool2d
+from autosched.topi.workloads import make_avg_pool2d, make_conv1d, make_conv2d, make_matmul, make_max_pool2d
 
 
 def _selects(s) -> int:
@@ -109,3 +110,46 @@ def test_border_copy_stays_rolled_under_the_unroll_pragma() -> None:
     assert guard.then.kind == "unrolled"
     assert isinstance(guard.otherwise, For) and guard.otherwise.kind == "serial"
     assert_matches_numpy(s, [data, weight, out], seed=2)
+
+
+def test_unswitch_rows_is_a_decision_of_padded_convs_only() -> None:
+    policy, rng = SketchPolicy([_capsule()[-1]], lanes=16), random.Random(1)
+    assert {policy.sample(rng)[1]["capsule.local/unswitch_rows"] for _ in range(12)} == {False, True}
+    *_, mm = make_matmul(32, 32, 32)
+    assert not any(k.endswith("unswitch_rows") for k in SketchPolicy([mm]).sample(random.Random(0))[1])
+
+
+def test_unswitch_rows_tests_a_row_tile_once() -> None:
+    """Rows of the register tile in a loop of 2: with the pragma, a test of both rows picks the row
+    loop without the row test, and the rows that touch the border take the fallback (the original
+    loop); without it, each row tests."""
+    args = _capsule(h=8)
+    given = {
+        "capsule.local/tile/y": [1, 2, 1, 2], "capsule.local/tile/x": [4, 1, 1, 1],
+        "capsule.local/tile/i": [1, 1, 1, 4], "capsule.local/tile/j": [1, 1, 2, 2],
+        "capsule.local/tile/o": [1, 1, 1, 16], "capsule.local/unroll": 0,
+    }  # fmt: skip
+
+    def clean_tiles(rows: bool) -> tuple[int, Any]:
+        """How many row loops there are (a lifted test adds the fallback's), and the schedule."""
+        given_rows = {**given, "capsule.local/unswitch_rows": rows}
+        sch, _ = SketchPolicy([args[-1]], lanes=16).sample(random.Random(0), given_rows)
+        body = lower(sch, args).body
+        loops = [x for x in walk_stmts(body) if isinstance(x, For) and x.var.name == "y.inner"]
+        return len(loops), sch
+
+    per_row, sch_off = clean_tiles(False)
+    lifted, sch_on = clean_tiles(True)
+    assert lifted > per_row  # the tile of rows under one test, and the rows that test as before
+    for sch in (sch_off, sch_on):
+        assert_matches_numpy(sch, args, seed=5)
+
+
+@pytest.mark.parametrize("name", ["capsule", "conv2d_s1", "conv1d_s2"])
+def test_samples_with_unswitch_rows_match_numpy(name: str) -> None:
+    args = CASES[name]()
+    policy, rng = SketchPolicy([args[-1]], lanes=16), random.Random(11)
+    key = f"{args[-1].name}.local/unswitch_rows"
+    for seed in range(3):
+        sch, _ = policy.sample(rng, {key: True})
+        assert_matches_numpy(sch, args, seed=seed)
