@@ -163,10 +163,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.rows_out:
         args.rows_out.write_text(json.dumps(raw))
     print_table(rows, f"{args.threads} threads each, timed in alternating blocks in this process")
-    print(blas.describe())
-    warning = blas.forced_warning()
-    if warning:
-        print(f"warning: {warning}")
     return 0
 
 
@@ -187,6 +183,10 @@ def print_table(rows: list[list[str]], how: str) -> None:
     for line in [head, *rows]:
         print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
     print(f"vs X = X's time / autosched's time (> 1: autosched is faster); {how}")
+    print(blas.describe())
+    warning = blas.forced_warning()
+    if warning:
+        print(f"warning: {warning}")
 
 
 def run_seeds(args: argparse.Namespace, argv: list[str]) -> int:
@@ -215,10 +215,6 @@ def run_seeds(args: argparse.Namespace, argv: list[str]) -> int:
         rows.append(format_row(name, med, f"median of {len(runs)}"))
     how = "each seed tuned and timed in a fresh process, contenders in alternating blocks; the median row:"
     print_table(rows, f"{args.threads} threads each; {how} each time's and ratio's median")
-    print(blas.describe())
-    warning = blas.forced_warning()
-    if warning:
-        print(f"warning: {warning}")
     return 0
 
 
