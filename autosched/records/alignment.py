@@ -9,10 +9,11 @@ Why a built library's call path does not copy misaligned arguments to aligned sc
 penalty was measured (inputs 16 bytes off: layer norm +11%, max pooling +18%), the kernels are
 memory-bound, and a copy reads and writes each input once more, more traffic than the penalty costs.
 For compute-bound kernels a copy is small against the work (a 1024^3 GEMM's 8 MB of inputs: about
-0.6 ms at 28 GB/s against 4.5 ms), so it pays only if their penalty is over ~13%, which has not been
-measured on a quiet machine. The manifest keeps both times per kernel, so that choice can be made per
-kernel once it is; meanwhile a caller who cares passes arrays made by ``aligned_empty``
-(:mod:`autosched.measure.worker`).
+0.6 ms at 28 GB/s against 4.5 ms), so it pays only if their penalty is over ~13%. A tuned 256^3 GEMM
+(one thread, loaded machine) ran 1.05x misaligned and 1.06x copied then aligned: no gain there, and
+larger ones have not been timed on a quiet machine. The manifest keeps both times per kernel, so that
+choice can be made per kernel once they are; meanwhile a caller who cares passes arrays made by
+``aligned_empty`` (:mod:`autosched.measure.worker`).
 
 Example::
 
@@ -56,7 +57,7 @@ def misaligned_problem(value: Any) -> str | None:
     offset, median = value.get("offset_bytes"), value.get("median_s")
     if type(offset) is not int or not 0 < offset <= 1 << 20:
         return f"offset_bytes: expected a whole number of bytes > 0, got {offset!r:.40}"
-    if type(median) not in (int, float) or not (math.isfinite(median) and median >= 0):
+    if not _is_seconds(median):
         return f"median_s: expected finite seconds >= 0, got {median!r:.40}"
     return None
 
@@ -85,4 +86,14 @@ def manifest_fields(timing: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.3g} us"
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} us"
+
+
+def _is_seconds(v: Any) -> bool:
+    """A JSON number (not a boolean) that is finite and >= 0."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v) and v >= 0
+    except OverflowError:  # an integer of 400 digits
+        return False
