@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .tune import TaskState
+from .tune import TaskState, alignment_line
 
 
 def _fmt_s(s: float | None) -> str:
@@ -134,6 +134,10 @@ def print_summary(tasks: list[TaskState], tuner: Any, console: Console | None = 
         warning = blas.forced_warning()
         if warning:
             console.print(f"[yellow]warning: {warning}[/]")
+    for t in tasks:  # issue 17: what the runner's best time was measured on, and the misaligned case
+        line = alignment_line(t, host=tuner.adapter.spec.can_export)
+        if line:
+            console.print(line, highlight=False, markup=False)
     for t in tasks:
         if t.best_trace is None:
             console.print(f"[red]{t.inst.name}: no candidate ran correctly[/]")

@@ -44,6 +44,7 @@ class TaskState:
     budget: int = 0  # trials to measure in this run
     best_cost: float = float("inf")
     best_trace: Any = None
+    best_timing: dict[str, Any] | None = None  # how the best was timed: alignment, the misaligned case
     errors: Counter = field(default_factory=Counter)
     baseline_s: float | None = None
     final_s: float | None = None  # the best kernel re-timed in turns with the baseline, at the end
@@ -118,6 +119,17 @@ def time_baseline(inst: WorkloadInstance, task: MeasureTask, repeat: int = 5) ->
         return None, ""
     times = time_calls(lambda: fn(*task.inputs), TimingPolicy(repeat, warmup=1, min_repeat_s=0.0))
     return statistics.median(times), "numpy"
+
+
+def alignment_line(task: TaskState, host: bool) -> str | None:
+    """The summary's line on the best kernel's buffers: the alignment it was timed on and, where the
+    runner checked it, its time misaligned (issue 17). None without a best, or off the host (``host``:
+    the target's kernels run in this machine's memory, where numpy's placement matters)."""
+    if task.best_trace is None or not host:
+        return None
+    from .records.alignment import alignment_of
+
+    return f"{task.inst.name}: best {alignment_of(task.best_timing).describe(task.best_cost)}"
 
 
 def _workload_of(inst: WorkloadInstance) -> Any:
@@ -208,7 +220,7 @@ class Tuner:
             traces.append(rec.trace)
             costs.append(cost)
             if rec.ok and rec.mean_cost < task.best_cost:
-                task.best_cost, task.best_trace = rec.mean_cost, rec.trace
+                task.best_cost, task.best_trace, task.best_timing = rec.mean_cost, rec.trace, rec.timing
         task.previous = len(res.records)
         task.strategy.seed(traces, costs)
         notes = [str(p) for p in res.problems]
@@ -239,7 +251,7 @@ class Tuner:
             traces.append(rec.trace)
             costs.append(rec.mean_cost if rec.ok else FAILED_COST)
             if rec.ok and rec.mean_cost < task.best_cost:
-                task.best_cost, task.best_trace = rec.mean_cost, rec.trace
+                task.best_cost, task.best_trace, task.best_timing = rec.mean_cost, rec.trace, rec.timing
         task.previous += len(traces)
         if traces:
             task.strategy.seed(traces, costs)
@@ -383,7 +395,7 @@ class Tuner:
             if res.ok:
                 cost = float(np.median(res.costs))
                 if cost < task.best_cost:
-                    task.best_cost, task.best_trace = cost, cand.trace
+                    task.best_cost, task.best_trace, task.best_timing = cost, cand.trace, res.timing
             else:
                 cost = FAILED_COST
                 task.errors[res.error] += 1

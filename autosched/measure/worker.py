@@ -73,15 +73,28 @@ def _looks_like_oom(text: str) -> bool:
 # Every buffer the worker times on starts at a multiple of this (a cache line, an AVX-512 vector):
 # a kernel's time then does not depend on where numpy happened to put its arrays.
 ALIGNMENT_BYTES = 64
+# The misaligned case checked too: where numpy's large arrays usually start (glibc's mmap'd chunks sit
+# 16 bytes past a page), and a multiple of every dtype's size, so elements stay naturally aligned.
+MISALIGNED_OFFSET_BYTES = 16
 
 
-def aligned_empty(shape: tuple[int, ...], dtype: Any, alignment: int = ALIGNMENT_BYTES) -> np.ndarray:
-    """An uninitialised array whose data starts at a multiple of ``alignment`` bytes."""
+def aligned_empty(
+    shape: tuple[int, ...], dtype: Any, alignment: int = ALIGNMENT_BYTES, offset: int = 0
+) -> np.ndarray:
+    """An uninitialised array whose data starts ``offset`` bytes past a multiple of ``alignment``."""
+    return aligned_views(shape, dtype, (offset,), alignment)[0]
+
+
+def aligned_views(
+    shape: tuple[int, ...], dtype: Any, offsets: tuple[int, ...], alignment: int = ALIGNMENT_BYTES
+) -> list[np.ndarray]:
+    """Views of one uninitialised buffer, each starting its offset past the same aligned address (so
+    they overlap: the worker's misaligned case costs no memory of its own)."""
     dtype, count = np.dtype(dtype), int(np.prod(shape, dtype=np.int64))
     nbytes = max(count, 1) * dtype.itemsize  # an empty array still gets a valid pointer
-    raw = np.empty(nbytes + alignment, np.uint8)
+    raw = np.empty(nbytes + alignment + max(offsets), np.uint8)
     start = -raw.ctypes.data % alignment
-    return raw[start : start + nbytes].view(dtype)[:count].reshape(shape)
+    return [raw[start + o : start + o + nbytes].view(dtype)[:count].reshape(shape) for o in offsets]
 
 
 class _WorkerState:
@@ -92,7 +105,8 @@ class _WorkerState:
         self.tolerances: list[tuple[float, float]] = []
         self.names: list[str] = []
         self.samples: list[np.ndarray | None] = []  # per output: flat indices checked, None for all
-        self.arrays: list[np.ndarray] = []
+        self.arrays: list[np.ndarray] = []  # inputs then outputs, each at an aligned address
+        self.shifted: list[np.ndarray] = []  # the same buffers, MISALIGNED_OFFSET_BYTES further on
         self.adapters: dict[str, Any] = {}
         self.kernel: Any = None  # the loaded candidate: a ctypes function, or (adapter, kernel)
 
@@ -108,8 +122,11 @@ class _WorkerState:
                 shapes,
                 self.samples,
             ) = message
-            outs = [aligned_empty(shape, e.dtype) for shape, e in zip(shapes, self.expected)]
-            self.arrays = [aligned_empty(a.shape, a.dtype) for a in self.pristine] + outs
+            specs = [(a.shape, a.dtype) for a in self.pristine]
+            specs += [(shape, e.dtype) for shape, e in zip(shapes, self.expected)]
+            pairs = [aligned_views(shape, dtype, (0, MISALIGNED_OFFSET_BYTES)) for shape, dtype in specs]
+            self.arrays = [aligned for aligned, _ in pairs]
+            self.shifted = [shifted for _, shifted in pairs]
             self.kernel = None
             return ("ok",)
         if message[0] == "load":
@@ -117,6 +134,8 @@ class _WorkerState:
             return ("ok",)
         if message[0] == "run":
             return ("ok", self.run(*message[1:]))
+        if message[0] == "misaligned":
+            return ("ok", self.run_misaligned(*message[1:]))
         raise RunError(f"runner: unknown message {message[0]!r}")
 
     def load(self, path: str | None, func: Any, name: str, nargs: int) -> None:
@@ -150,10 +169,7 @@ class _WorkerState:
         if self.kernel is None:
             raise RunError("runner: no candidate loaded")
         n_in = len(self.pristine)
-        for work, src in zip(self.arrays, self.pristine):
-            np.copyto(work, src)  # a previous candidate may have scribbled on the inputs
-        for out in self.arrays[n_in:]:
-            _fill_garbage(out)  # so a kernel that skips an element cannot pass by luck
+        self.fill(self.arrays)
         if isinstance(self.kernel, tuple):  # a device kernel: launched and timed by its adapter
             adapter, kernel = self.kernel
             once = time_once(lambda: adapter.launch(kernel, self.arrays))  # copies too: an upper bound
@@ -172,12 +188,40 @@ class _WorkerState:
         slow = max(slow_s, SLOW_MIN_S)
         return time_calls(lambda: fn(*ptrs), policy, first_s=once, budget_s=left, slow_s=slow, stop_s=stop_s)
 
-    def check(self, n_in: int) -> None:
+    def run_misaligned(
+        self, repeat: int, min_repeat_s: float, warmup: int, budget_s: float, flush_cache: bool = False
+    ) -> list[float]:
+        """The loaded host kernel on :attr:`shifted`: checked as :meth:`run` checks, then timed.
+
+        The shifted views overlap the aligned buffers, so this clobbers them; :meth:`run` refills them.
+        """
+        start = time.perf_counter()
+        if self.kernel is None or isinstance(self.kernel, tuple):
+            raise RunError("runner: the misaligned case is for a loaded host kernel only")
+        self.fill(self.shifted)
+        fn = self.kernel
+        ptrs = [a.ctypes.data for a in self.shifted]
+        once = time_once(lambda: fn(*ptrs))
+        self.check(len(self.pristine), self.shifted)
+        policy = TimingPolicy(repeat, warmup, min_repeat_s, flush_cache)
+        left = budget_s - (time.perf_counter() - start)
+        return time_calls(lambda: fn(*ptrs), policy, first_s=once, budget_s=left)
+
+    def fill(self, arrays: list[np.ndarray]) -> None:
+        """Fresh inputs (a previous candidate may have scribbled on them) and garbage outputs."""
+        n_in = len(self.pristine)
+        for work, src in zip(arrays, self.pristine):
+            np.copyto(work, src)
+        for out in arrays[n_in:]:
+            _fill_garbage(out)  # so a kernel that skips an element cannot pass by luck
+
+    def check(self, n_in: int, arrays: list[np.ndarray] | None = None) -> None:
         """Raise _WrongResult (a "wrong_result") naming the output and its worst element."""
-        for i, (work, src) in enumerate(zip(self.arrays, self.pristine)):
+        arrays = self.arrays if arrays is None else arrays
+        for i, (work, src) in enumerate(zip(arrays, self.pristine)):
             if not np.array_equal(work, src, equal_nan=work.dtype.kind in "fc"):
                 raise _WrongResult(f"the kernel wrote to input {self.names[i]!r}")
-        for j, (out, exp, (rtol, atol)) in enumerate(zip(self.arrays[n_in:], self.expected, self.tolerances)):
+        for j, (out, exp, (rtol, atol)) in enumerate(zip(arrays[n_in:], self.expected, self.tolerances)):
             idx = self.samples[j]
             got = out if idx is None else out.reshape(-1)[idx]  # a sampled reference: those elements
             if not outputs_match(got, exp, rtol, atol):

@@ -11,6 +11,8 @@ Optional fields (format version 1 still; readers accept lines with or without th
 - ``"decisions"``: the sketch decisions that produced the trace (a JSON object, see
   :mod:`autosched.search_space.sketch`), so a search on another chip can seed its population and
   mutate from them (``--transfer-from``). Older lines lack it; their trace alone still replays.
+- ``"timing"``: how the costs were timed (the runner's policy and ``alignment_bytes``), with
+  ``"misaligned"`` for a host kernel that was a new best (:mod:`.alignment`). Older lines lack either.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..chip import fingerprint_of as fingerprint_of  # chip identity lives with 
 from ..errors import AutoschedError, ScheduleError
 from ..search_space.trace import Trace, trace_from_json, trace_to_json
 from ..version import __version__
+from .alignment import MISALIGNED, misaligned_problem
 
 if TYPE_CHECKING:  # only types: loading a log must not need the compiler stack
     from ..chip import ChipInfo
@@ -137,6 +140,10 @@ class TuningRecord:
             object.__setattr__(self, "decisions", decisions)
         if self.check is not None and not _CHECK.fullmatch(str(self.check)):
             raise RecordError(f"check: expected 'full', 'numpy' or 'sampled:N', got {self.check!r:.40}")
+        if self.timing is not None and MISALIGNED in self.timing:  # optional: a new best, misaligned
+            problem = misaligned_problem(self.timing[MISALIGNED])
+            if problem is not None:
+                raise RecordError(f"field 'timing.misaligned': {problem}")
 
     @property
     def ok(self) -> bool:

@@ -249,6 +249,7 @@ def _json_default(v: Any) -> Any:
 
 
 def _function_entry(fn: ExportedFunction) -> dict[str, Any]:
+    from ..records.alignment import manifest_fields
     from ..search_space.trace import trace_to_json
 
     inst = fn.instance
@@ -265,6 +266,8 @@ def _function_entry(fn: ExportedFunction) -> dict[str, Any]:
         "median_s": None if rec is None else rec.mean_cost,
         "gflops": None if rec is None else rec.gflops,
         "timestamp": None if rec is None else rec.timestamp,
+        # optional (older manifests lack them): the alignment timed on, and the misaligned case's time
+        **({} if rec is None else manifest_fields(rec.timing)),
     }
     return {
         "name": fn.name,

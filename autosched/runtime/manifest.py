@@ -7,6 +7,11 @@ is caught. The library also embeds its ABI (the symbol ``autosched_abi``: each f
 shapes, dtypes and roles), which load compares with the manifest, so that even an edit whose checksum
 was recomputed cannot make a kernel run on arrays of another size.
 
+Each function's ``record`` says what its time was measured on: ``alignment_bytes`` (the boundary every
+buffer started on) and, where the log has it, ``misaligned`` (``offset_bytes`` past that boundary and
+its ``median_s``). Both are optional: older manifests lack them. The call path does not copy a
+misaligned argument to aligned scratch: see :mod:`autosched.records.alignment` for why.
+
 Stdlib only: loading a library must stay light. Example::
 
     m = validate_manifest(json.loads(text), "build/manifest.json")
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from typing import Any, NoReturn
 
@@ -132,6 +138,7 @@ def _validate_function(field: _Fields, fn: Any, at: str) -> None:
     record = field.get(fn, "record", dict, f"{at}.")
     if record.get("source") not in ("log", "default"):
         field.fail(f"{at}.record.source", '"log" or "default"', record.get("source"))
+    _validate_alignment(field, record, f"{at}.record")
     args = field.get(fn, "args", list, f"{at}.")
     if not args:
         field.fail(f"{at}.args", "a non-empty list", args)
@@ -157,6 +164,34 @@ def _validate_function(field: _Fields, fn: Any, at: str) -> None:
             field.fail(f"{aat}.shape", f"an array of at most {MAX_ARRAY_BYTES} bytes", shape)
     if "output" not in roles or roles != sorted(roles):  # "input" < "output": inputs come first
         field.fail(f"{at}.args", "inputs, then at least one output", roles)
+
+
+def _validate_alignment(field: _Fields, record: dict[str, Any], at: str) -> None:
+    """The optional alignment facts of a kernel's record (older manifests lack them): the boundary its
+    time was measured on, and the misaligned case's offset and median seconds."""
+    if "alignment_bytes" in record:
+        value = record["alignment_bytes"]
+        if type(value) is not int or not 0 < value <= 1 << 20:
+            field.fail(f"{at}.alignment_bytes", "a whole number of bytes > 0", value)
+    if "misaligned" in record:
+        mis = record["misaligned"]
+        if not isinstance(mis, dict):
+            field.fail(f"{at}.misaligned", "an object", mis)
+        offset, median = mis.get("offset_bytes"), mis.get("median_s")
+        if type(offset) is not int or not 0 < offset <= 1 << 20:
+            field.fail(f"{at}.misaligned.offset_bytes", "a whole number of bytes > 0", offset)
+        if not _is_seconds(median):
+            field.fail(f"{at}.misaligned.median_s", "finite seconds >= 0", median)
+
+
+def _is_seconds(v: Any) -> bool:
+    """A JSON number (not a boolean) that is finite and >= 0."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v) and v >= 0
+    except OverflowError:  # an integer of 400 digits
+        return False
 
 
 class _Fields:
