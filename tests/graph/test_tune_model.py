@@ -142,6 +142,16 @@ def test_model_tuner_spends_the_model_budget_heavier_task_first(tmp_path):
         assert first[task.inst.key] == trace_key(default)
 
 
+def test_a_budget_short_of_one_batch_per_task_still_reaches_every_task(tmp_path):
+    graph = resnet_like(blocks=9, channels=4, size=4)  # three tasks, batches of 8, 12 trials in all
+    fake = FakeMeasurer(spread_cost)
+    mt = ModelTuner(graph, "llvm-cpu", tmp_path / "m.jsonl", options(12), measurer=fake)
+    mt.load_previous()
+    states = mt.run()
+    assert [t.trials for t in states] == [4, 4, 4] and fake.calls == 12
+    assert mt.untried() == [] and mt.latency()[1] == 0
+
+
 def test_second_model_reuses_the_records_of_tasks_it_shares(tmp_path):
     log = tmp_path / "shared.jsonl"
     first = ModelTuner(resnet_like(blocks=1, channels=4, size=4), "llvm-cpu", log, options(48),
