@@ -27,6 +27,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..runtime.manifest import is_seconds
+
 MISALIGNED = "misaligned"  # the key in a record's timing
 
 
@@ -57,7 +59,7 @@ def misaligned_problem(value: Any) -> str | None:
     offset, median = value.get("offset_bytes"), value.get("median_s")
     if type(offset) is not int or not 0 < offset <= 1 << 20:
         return f"offset_bytes: expected a whole number of bytes > 0, got {offset!r:.40}"
-    if not _is_seconds(median):
+    if not is_seconds(median):
         return f"median_s: expected finite seconds >= 0, got {median!r:.40}"
     return None
 
@@ -87,13 +89,3 @@ def manifest_fields(timing: dict[str, Any] | None) -> dict[str, Any]:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} us"
-
-
-def _is_seconds(v: Any) -> bool:
-    """A JSON number (not a boolean) that is finite and >= 0."""
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        return False
-    try:
-        return math.isfinite(v) and v >= 0
-    except OverflowError:  # an integer of 400 digits
-        return False

@@ -180,11 +180,11 @@ def _validate_alignment(field: _Fields, record: dict[str, Any], at: str) -> None
         offset, median = mis.get("offset_bytes"), mis.get("median_s")
         if type(offset) is not int or not 0 < offset <= 1 << 20:
             field.fail(f"{at}.misaligned.offset_bytes", "a whole number of bytes > 0", offset)
-        if not _is_seconds(median):
+        if not is_seconds(median):
             field.fail(f"{at}.misaligned.median_s", "finite seconds >= 0", median)
 
 
-def _is_seconds(v: Any) -> bool:
+def is_seconds(v: Any) -> bool:
     """A JSON number (not a boolean) that is finite and >= 0."""
     if not isinstance(v, (int, float)) or isinstance(v, bool):
         return False
