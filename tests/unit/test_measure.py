@@ -61,14 +61,6 @@ def _cc(src: str, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def add_task() -> MeasureTask:
-    A = te.placeholder((N,), name="A")
-    B = te.placeholder((N,), name="B")
-    C = te.compute((N,), lambda i: A[i] + B[i], name="C")
-    return MeasureTask.create("add", [A, B, C])
-
-
-@pytest.fixture(scope="module")
 def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, BuildResult]:
     d = tmp_path_factory.mktemp("kernels")
     out = {}
