@@ -16,6 +16,12 @@ share of the estimated latency).
     python benchmarks/models.py --untuned resnet18 bert
     python benchmarks/models.py --trials 200,500,2000 --models resnet18,mobilenet_v2,bert   # full sizes
     python benchmarks/models.py --trials 48 --small     # a quick check that it works
+    python benchmarks/models.py --trials 96 --models resnet18 --threads 1 --per-task   # where it loses
+
+``--per-task``: after each budget, each task's weighted best (from the log) against onnxruntime's
+profiled kernel time for the same nodes (``autosched.graph.ort_profile``), its ratio and its share of
+the end-to-end gap. ``--threads 1`` tunes, times and profiles everything on one thread (for a shared
+machine: pin it, e.g. ``taskset -c 1``).
 
 Run it alone on the machine: anything else running makes the times meaningless. Full sizes at 2000
 trials take hours.
@@ -38,6 +44,7 @@ from export import MODELS, example_inputs, export_model  # benchmarks/models/exp
 
 from autosched.frontend.onnx import from_onnx
 from autosched.graph.compiled import compile_model
+from autosched.graph.ort_profile import per_task_comparison, print_per_task
 from autosched.graph.tasks import extract_tasks
 from autosched.graph.tune_model import ModelTuner, compare_with_onnxruntime
 from autosched.measure.compare import interleaved_medians
@@ -121,7 +128,9 @@ def trials_to_90(curve: list[tuple[int, float]]) -> int | None:
     return next(trials for trials, latency in curve if latency * 0.9 <= final)
 
 
-def bench_tuned(name: str, small: bool, out_dir: Path, budgets: list[int], repeat: int, batch: int):
+def bench_tuned(
+    name: str, small: bool, out_dir: Path, budgets: list[int], repeat: int, batch: int, per_task: bool = False
+):
     """Yield one row per budget: the model tuned that far (continuing its log), then raced."""
     path = export_model(name, out_dir, small=small)
     log = out_dir / f"{name}{'_small' if small else ''}.jsonl"
@@ -129,7 +138,8 @@ def bench_tuned(name: str, small: bool, out_dir: Path, budgets: list[int], repea
     done_before, wall = 0, 0.0
     torch_make = {"torch": lambda inputs: _torch_runner(name, small, inputs)}  # torch exported the model
     for budget in budgets:
-        opts = TuneOptions(trials=budget, batch_size=batch, resume=True, seed=0)
+        threads = THREADS if THREADS != os.cpu_count() else None
+        opts = TuneOptions(trials=budget, batch_size=batch, resume=True, seed=0, num_threads=threads)
         holder: list[ModelTuner] = []
 
         def on_event(event: str, _task, holder=holder, before=done_before) -> None:
@@ -145,7 +155,14 @@ def bench_tuned(name: str, small: bool, out_dir: Path, budgets: list[int], repea
         mt.run()
         wall += time.perf_counter() - t0
         done_before += sum(t.trials for t in mt.states)
-        race = compare_with_onnxruntime(path, graph=mt.graph, log=log, repeat=repeat, others=torch_make)
+        race = compare_with_onnxruntime(
+            path, graph=mt.graph, log=log, repeat=repeat, others=torch_make, threads=THREADS
+        )
+        if per_task:
+            best = {t.inst.key: t.best_cost for t in mt.states}
+            rows, rest = per_task_comparison(path, best, threads=THREADS, runs=max(20, repeat))
+            print(f"{name}, {done_before} trials: per task, ours (the log's best x weight) vs ort's profile")
+            print_per_task(rows, rest)
         yield {
             "model": f"{name}{' (small)' if small else ''}",
             "trials": done_before,
@@ -179,7 +196,7 @@ def main_tuned(ns: argparse.Namespace) -> int:
     out = Path(ns.keep) if ns.keep else Path(tempfile.mkdtemp(prefix="autosched-models-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in models:
-        for r in bench_tuned(name, ns.small, out, budgets, ns.repeat, ns.batch_size):
+        for r in bench_tuned(name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task):
             to_90 = r["to_90"] if r["to_90"] is not None else "-"
             print(
                 f"{r['model']:<20} {r['trials']:>6} {r['tuned']:>7} {r['autosched_ms']:>10.2f} "
@@ -192,6 +209,7 @@ def main_tuned(ns: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global THREADS
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--untuned", action="store_true", help="default schedules for every task")
     p.add_argument("--trials", help="tune each model to these total budgets, e.g. 200,500,2000 (issue 12)")
@@ -203,8 +221,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--full", action="store_true", help="with --untuned: full sizes (default: the small set)")
     p.add_argument("--repeat", type=int, default=20, help="timed calls per contender")
     p.add_argument("--tasks", action="store_true", help="also list each model's tasks (weight, MFLOP)")
+    p.add_argument("--per-task", action="store_true", help="with --trials: each task against onnxruntime's "
+                   "profiled time for the same nodes")  # fmt: skip
+    p.add_argument("--threads", type=int, help="threads for tuning, autosched, onnxruntime and torch "
+                   f"(default: {THREADS}, every core)")  # fmt: skip
     p.add_argument("models", nargs="*", default=list(MODELS), help=f"some of {', '.join(MODELS)}")
     ns = p.parse_args(argv)
+    if ns.threads is not None:
+        if ns.threads < 1:
+            p.error(f"--threads must be >= 1, got {ns.threads}")
+        THREADS = ns.threads
+        # read when libgomp starts (the compiled model's kernels); set it in the shell too to be sure
+        os.environ["OMP_NUM_THREADS"] = str(ns.threads)
     if ns.trials:
         return main_tuned(ns)
     if not ns.untuned:

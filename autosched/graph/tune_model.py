@@ -219,11 +219,11 @@ def random_model_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
-def _ort_session(path: Path) -> Any:
+def _ort_session(path: Path, threads: int | None = None) -> Any:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = os.cpu_count() or 1
+    opts.intra_op_num_threads = threads or os.cpu_count() or 1
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
@@ -237,11 +237,11 @@ def _compile_logged(graph: Graph, target: str, log: str | Path | None) -> Any:
         return compile_model(graph, target, log if log is not None and Path(log).is_file() else None)
 
 
-def _session_or_none(onnx_path: str | Path | None) -> Any:
+def _session_or_none(onnx_path: str | Path | None, threads: int | None = None) -> Any:
     if onnx_path is None:
         return None
     try:
-        return _ort_session(Path(onnx_path))
+        return _ort_session(Path(onnx_path), threads)
     except ImportError:
         return None
 
@@ -288,12 +288,14 @@ def compare_with_onnxruntime(
     repeat: int = 20,
     seed: int = 5,
     others: Mapping[str, Any] | None = None,
+    threads: int | None = None,
 ) -> ModelRace:
     """Compile ``graph`` with the log's best records, check it against onnxruntime, then time both in turns.
 
     Raises :class:`ModelMismatchError` when an output is off by more than ``MATCH_RTOL`` of its largest
     value. Without onnxruntime (or an ONNX file) only autosched is timed. ``others``: more contenders
-    timed in the same turns, ``name -> make(inputs) -> run()`` (torch in the benchmarks).
+    timed in the same turns, ``name -> make(inputs) -> run()`` (torch in the benchmarks). ``threads``:
+    onnxruntime's intra-op threads (default: every core).
     """
     from ..measure.compare import interleaved_medians
 
@@ -301,7 +303,7 @@ def compare_with_onnxruntime(
     tuned = sum(1 for s in model.sources if s == "log")
     inputs = random_model_inputs(graph, seed)
     contenders = [lambda: model.run(inputs)]
-    session, err = _session_or_none(onnx_path), None
+    session, err = _session_or_none(onnx_path, threads), None
     if session is not None:
         err = _max_rel_err(graph, model, session, inputs, log)
         contenders.append(lambda: session.run(None, inputs))
