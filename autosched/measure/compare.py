@@ -88,4 +88,10 @@ def raw_call(fn: Any, arrays: Sequence[Any]) -> Callable[[], Any]:
     """
     cfunc = fn.kernel.cfunc
     ptrs = [a.ctypes.data for a in arrays]
-    return lambda: cfunc(*ptrs)
+    keep = (fn, arrays)  # the compiled code and the buffers must outlive the call (a freed fn segfaults)
+
+    def call() -> Any:
+        assert keep
+        return cfunc(*ptrs)
+
+    return call

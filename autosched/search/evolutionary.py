@@ -49,6 +49,7 @@ from ..search_space.trace import Trace
 from ..te.graph import topo_order
 from ..te.key import workload_key
 from ..te.tensor import PlaceholderOp, Tensor
+from .families import FamilyStats, balance, family_of, interleave, keep_best
 from .strategy import Candidate
 
 CACHE_SIZE = 20000  # feature vectors kept (about 2.6 KB each)
@@ -116,6 +117,7 @@ class EvolutionarySearch:
         self._stale = 0
         self._cache: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self._measured: list[tuple[float, str, Decisions]] = []  # the best, for seeding populations
+        self._families = FamilyStats()  # each structural family's count and best (families.py)
         self._carry: list[_Individual] = []
         # --- logs across chips (issue 6): see seed_foreign ---
         self._queue: list[Candidate] = []  # foreign schedules to measure before anything else
@@ -175,16 +177,17 @@ class EvolutionarySearch:
         else:
             ranked = self._evolve(seen)
             n_model = n - min(n, round(n * self.eps_greedy))
-            picks = ranked[:n_model]
+            picks = balance(ranked, n_model, lambda p: family_of(p.decisions), self._families)
             seen.update(p.key for p in picks)
-            self._carry = ranked[n_model : n_model + self.population // 2]
+            self._carry = [p for p in ranked if p.key not in seen][: self.population // 2]
             picks += self._fresh(n - len(picks), seen)
         return queued + [Candidate(p.trace, p.decisions) for p in picks]
 
     def _initial(self, seen: set[str]) -> list[_Individual]:
         pop: dict[str, _Individual] = {}
         n_init = int(self.population * self.init_measured_ratio)
-        starts = [d for _, _, d in self._measured[:n_init]] + self._foreign_seeds[:n_init]
+        measured = interleave(self._measured, lambda t: family_of(t[2]))  # every family seeded
+        starts = [d for _, _, d in measured[:n_init]] + self._foreign_seeds[:n_init]
         for decisions in starts:
             ind = self._make(decisions)
             if ind is not None:
@@ -258,10 +261,12 @@ class EvolutionarySearch:
                 continue
             rows.append(feats)
             ys.append(cost)
+            if cand.decisions:
+                self._families.add(family_of(cand.decisions), cost)
             if cost < FAILED_COST and cand.decisions:
                 self._measured.append((cost, key, dict(cand.decisions)))
         self._measured.sort(key=lambda t: (t[0], t[1]))
-        del self._measured[self.population :]
+        self._measured = keep_best(self._measured, self.population, lambda t: family_of(t[2]))
         if rows:
             self.model.update(self.group, np.stack(rows), ys)
         self._track(min(costs, default=math.inf))

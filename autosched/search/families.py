@@ -1,0 +1,118 @@
+"""Structural families of candidates, each kept alive in the search for its own share of trials.
+
+A candidate's *family* is the tuple of its structural decisions: the ones whose values are a bool or
+a name (``matmul.local/pack``, ``exp/inline``, ``conv.local/vector_axis``), not a tile length or an
+unroll depth. Two families are different programs (a GEMM that packs B, one that does not), and
+each has its own best tiles: a packed GEMM with the unpacked family's best tiles can be slower than
+the unpacked one, so mutating one decision at a time rarely crosses from one to the other, and a
+model trained mostly on one family ranks the other low. Measured on 1024^3 matmul at 300 trials
+(session 6), two seeds of three settled on the unpacked family and ended 25% below the third, which
+packed; Ansor avoids this by giving every sketch samples of its own.
+
+So every family that is still *in the race* (:func:`contenders`: too few of its candidates measured to
+judge it, or its best within ``slack`` of the overall best) gets a share of each batch
+(:func:`balance`) and of each starting population (:func:`interleave`), and
+:func:`keep_best` keeps each family's best measured decisions even when another family fills the
+overall top. Families past ``slack`` get nothing reserved: they compete on their predicted score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
+
+from ..errors import FAILED_COST
+
+T = TypeVar("T")
+Family = tuple[tuple[str, Any], ...]
+
+MAX_RESERVED = 3  # families besides the leader with trials reserved in a batch
+PROBE = 12  # measured candidates of a family before its best is compared with the overall best
+SLACK = 1.5  # a family whose best is within this factor of the overall best stays in the race
+SHARE = 0.25  # of a batch's model picks, reserved for the families in the race besides the leader
+KEEP = 8  # best measured decisions kept per family for starting populations
+
+
+def family_of(decisions: dict[str, Any]) -> Family:
+    """The structural decisions: bools and names, sorted by key (tile lists and ints left out)."""
+    return tuple(sorted((k, v) for k, v in decisions.items() if isinstance(v, (bool, str))))
+
+
+class FamilyStats:
+    """How many candidates of each family were measured, and the best cost of each."""
+
+    def __init__(self) -> None:
+        self.count: dict[Hashable, int] = {}
+        self.best: dict[Hashable, float] = {}
+
+    def add(self, family: Hashable, cost: float) -> None:
+        """One measured candidate; a failure (``cost`` at or past FAILED_COST) counts, with no cost."""
+        self.count[family] = self.count.get(family, 0) + 1
+        if cost < FAILED_COST:
+            self.best[family] = min(self.best.get(family, cost), cost)
+
+    def in_race(self, family: Hashable) -> bool:
+        if self.count.get(family, 0) < PROBE:
+            return True
+        if family not in self.best:
+            return False  # every one of its candidates failed
+        return self.best[family] <= min(self.best.values()) * SLACK
+
+
+def balance(ranked: Sequence[T], n: int, family: Callable[[T], Hashable], stats: FamilyStats) -> list[T]:
+    """The ``n`` best of ``ranked`` (best first), with up to ``MAX_RESERVED`` other families in the race
+    given ``SHARE`` of the places between them: each one's best-ranked members replace the lowest-ranked
+    picks of the family ranked first."""
+    picks = list(ranked[:n])
+    if not picks:
+        return picks
+    leader = family(picks[0])
+    others: list[Hashable] = []
+    for c in ranked:
+        f = family(c)
+        if f != leader and f not in others and stats.in_race(f):
+            others.append(f)
+            if len(others) == MAX_RESERVED:
+                break
+    if not others:
+        return picks
+    quota = max(1, int(n * SHARE) // len(others))
+    chosen = {id(c) for c in picks}
+    for f in others:
+        have = sum(family(c) == f for c in picks)
+        extra = [c for c in ranked if family(c) == f and id(c) not in chosen][: max(0, quota - have)]
+        for c in extra:
+            # drop the lowest-ranked pick of the leader's family (never below one of its own)
+            drop = next((i for i in range(len(picks) - 1, 0, -1) if family(picks[i]) == leader), None)
+            if drop is None:
+                break
+            chosen.discard(id(picks[drop]))
+            picks[drop] = c
+            chosen.add(id(c))
+    order = {id(c): i for i, c in enumerate(ranked)}
+    return sorted(picks, key=lambda c: order[id(c)])
+
+
+def interleave(best: Sequence[T], family: Callable[[T], Hashable]) -> list[T]:
+    """``best`` (best first) reordered round-robin across families, each family's best first, the
+    families in the order of their best: a starting population cut to its first few seeds every family."""
+    groups: dict[Hashable, list[T]] = {}
+    for item in best:
+        groups.setdefault(family(item), []).append(item)
+    out: list[T] = []
+    lists = list(groups.values())
+    for rank in range(max((len(g) for g in lists), default=0)):
+        out.extend(g[rank] for g in lists if rank < len(g))
+    return out
+
+
+def keep_best(best: list[T], n: int, family: Callable[[T], Hashable]) -> list[T]:
+    """The first ``n`` of ``best`` (sorted best first) plus each family's first ``KEEP``, in order."""
+    seen: dict[Hashable, int] = {}
+    out = []
+    for i, item in enumerate(best):
+        f = family(item)
+        seen[f] = seen.get(f, 0) + 1
+        if i < n or seen[f] <= KEEP:
+            out.append(item)
+    return out
