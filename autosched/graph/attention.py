@@ -14,6 +14,7 @@ scale stay inlined in the operands; the head merge after the output stays with t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ class Chain:
     scores: Expr  # X(lead, i, kv): QK's epilogue, reading ``qk`` once
     qk_read: TensorRead  # that read, inside ``scores``
     values: Expr  # V(lead, kv, e)
+    zero_rows: bool = False  # the softmax guards a row of -inf to zeros (ONNX's masked Attention)
 
 
 def _inline(e: Expr, depth: int = 0, budget: list[int] | None = None) -> Expr:
@@ -143,8 +145,8 @@ def match_chain(out: Operation) -> Chain | None:
             values = _inline(vf)
             if _uses(values, i):
                 return None
-            qk, row_max, row_sum, scores, qk_read = found
-            return Chain(out, qk, row_max, row_sum, scores, qk_read, values)
+            qk, row_max, row_sum, scores, qk_read, zero_rows = found
+            return Chain(out, qk, row_max, row_sum, scores, qk_read, values, zero_rows)
     return None
 
 
@@ -153,22 +155,36 @@ def _uses(e: Expr, *vs: Var) -> bool:
     return any(isinstance(n, Var) and id(n) in ids for n in walk(e))
 
 
+def _guarded(e: Expr, when: float, then: float) -> tuple[Expr, bool]:
+    """``(r, True)`` when ``e`` is ``r == when ? then : r`` (the zero-row softmax's guard of a row max
+    or sum, ``r`` read twice alike), else ``(e, False)``."""
+    if not isinstance(e, Select) or not isinstance(e.cond, Compare) or e.cond.op != "==":
+        return e, False
+    lit, val = e.cond.b, e.t
+    if not (isinstance(lit, Const) and lit.value == when and isinstance(val, Const) and val.value == then):
+        return e, False
+    return (e.f, True) if _same(_strip(e.cond.a), _strip(e.f), {}) else (e, False)
+
+
 def _match_probs(
     p: Expr, lead: Sequence[IterVar], i: IterVar, kv: IterVar
-) -> tuple[ComputeOp, ComputeOp, ComputeOp, Expr, TensorRead] | None:
-    """P(lead, i, kv) = exp(X - max_k X) / sum_k exp(X - max_k X), X an epilogue of one contraction."""
+) -> tuple[ComputeOp, ComputeOp, ComputeOp, Expr, TensorRead, bool] | None:
+    """P(lead, i, kv) = exp(X - max_k X) / sum_k exp(X - max_k X), X an epilogue of one contraction;
+    or the zero-row form, exp(X - (M == -inf ? 0 : M)) / (S == 0 ? 1 : S) (the last item: guarded)."""
     if not isinstance(p, Binary) or p.op != "/":
         return None
     row = (*lead, i)
-    row_sum = _reduction(p.b, "sum")
+    total, sum_guard = _guarded(_strip(p.b), 0.0, 1.0)
+    row_sum = _reduction(_strip(total), "sum")
     ex = _strip(p.a)
-    if row_sum is None or not _at(p.b, row) or not isinstance(ex, Call) or ex.name != "exp":  # type: ignore[arg-type]
+    if row_sum is None or not _at(_strip(total), row) or not isinstance(ex, Call) or ex.name != "exp":  # type: ignore[arg-type]
         return None
     diff = _strip(ex.args[0])
     if not isinstance(diff, Binary) or diff.op != "-":
         return None
-    row_max = _reduction(diff.b, "max")
-    if row_max is None or not _at(diff.b, row):  # type: ignore[arg-type]
+    top, max_guard = _guarded(_strip(diff.b), -math.inf, 0.0)
+    row_max = _reduction(_strip(top), "max")
+    if row_max is None or not _at(_strip(top), row) or (sum_guard and not max_guard):  # type: ignore[arg-type]
         return None
     scores = diff.a
     reads = [n for n in walk(scores) if isinstance(n, TensorRead) and isinstance(n.tensor.op, ComputeOp)]
@@ -186,7 +202,7 @@ def _match_probs(
         assert isinstance(op.body, Reduce)
         if vmap is None or not _same(_inline(op.body.source), want, vmap):
             return None
-    return qk, row_max, row_sum, scores, qk_read
+    return qk, row_max, row_sum, scores, qk_read, sum_guard
 
 
 def _is_contraction(op: ComputeOp) -> bool:
@@ -309,25 +325,37 @@ def canonical_attention(out: Tensor) -> Tensor | None:
         return substitute(x, {**heads_of(lead, b, h), i: ii, kv: j})
 
     x = te.compute((B, heads, S, L), x_body, name="attention_scores")
-    y = _softmax_contract(x, v)
+    y = _softmax_contract(x, v, chain.zero_rows)
     if len(lead) == 1:
         y4 = y
         y = te.compute((heads, S, E), lambda h, ii, ee: y4[0, h, ii, ee], name="attention_heads")
     return y
 
 
-def _softmax_contract(x: Tensor, v: Tensor) -> Tensor:
-    """softmax(x) over keys, contracted with v: the five stages after the scores, as topi writes them."""
+def _softmax_contract(x: Tensor, v: Tensor, zero_rows: bool = False) -> Tensor:
+    """softmax(x) over keys, contracted with v: the five stages after the scores, as topi writes them;
+    with ``zero_rows``, guarded so that a row of -inf gives zeros (topi's ``zero_row_softmax``)."""
     B, H, S, L = x.shape
     E = v.shape[3]
+    zero, one, neg_inf = const(0.0), const(1.0), const(-math.inf)
+
+    def guard(r: Expr, when: Expr, then: Expr) -> Expr:
+        return te.if_then_else(r == when, then, r) if zero_rows else r
+
     rm = te.reduce_axis((0, L), name="k")
     row_max = te.compute((B, H, S), lambda b, h, i: te.max(x[b, h, i, rm], axis=rm), name="attention_max")
     exps = te.compute(
-        x.shape, lambda b, h, i, j: te.exp(x[b, h, i, j] - row_max[b, h, i]), name="attention_exp"
+        x.shape,
+        lambda b, h, i, j: te.exp(x[b, h, i, j] - guard(row_max[b, h, i], neg_inf, zero)),
+        name="attention_exp",
     )
     rs = te.reduce_axis((0, L), name="k")
     total = te.compute((B, H, S), lambda b, h, i: te.sum(exps[b, h, i, rs], axis=rs), name="attention_sum")
-    probs = te.compute(x.shape, lambda b, h, i, j: exps[b, h, i, j] / total[b, h, i], name="attention_probs")
+    probs = te.compute(
+        x.shape,
+        lambda b, h, i, j: exps[b, h, i, j] / guard(total[b, h, i], zero, one),
+        name="attention_probs",
+    )
     rv = te.reduce_axis((0, L), name="kv")
     return te.compute(
         (B, H, S, E),

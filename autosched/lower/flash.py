@@ -133,7 +133,7 @@ class FlashLowerer(Lowerer):
         tt = Buffer(f"{p.out}.tile", (r, tile), "float32", "local")
         at = Buffer(f"{p.out}.ptile", (rp, w * pc), "float32", "local")
         locals_ = (qp, acc, mrow, lrow, sc, red, pmax, stat, tt, at)
-        state = RowState(acc, mrow, lrow, sc, pmax, red, stat, E, w)
+        state = RowState(acc, mrow, lrow, sc, pmax, red, stat, E, w, p.hides_rows, p.zero_rows)
         obuf = self.info[p.out].buffer
         assert obuf is not None
         causal = p.causal_offset

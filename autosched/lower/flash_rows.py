@@ -37,6 +37,12 @@ class RowState:
     stat: Buffer
     E: int
     w: int
+    # The cheapest correct guards (each a scalar select a row, and only where it can fire, so plain and
+    # causal attention keep the nest they had): ``guard`` where a key block may hide a whole row
+    # (m stays -inf: subtract 0, not -inf, else exp(-inf - -inf) is NaN); ``zero_rows`` where a row
+    # with no visible key must give zeros (l = 0: divide by 1).
+    guard: bool = True
+    zero_rows: bool = False
 
     def over_e(self, outer: str, inner: str, fn: Callable[[Expr], Stmt]) -> Stmt:
         """``fn(e)`` for each value index e, ``w`` lanes a vector."""
@@ -68,7 +74,7 @@ def init_row(st: RowState, ii: Expr) -> Stmt:
 def online_softmax_row(st: RowState, ii: Expr, cols: int) -> Stmt:
     """Row ``ii`` of a block of ``cols`` scores: ``sc = exp(sc - m_new)``, ``l = l * alpha + sum sc``,
     ``acc *= alpha`` with ``alpha = exp(m_old - m_new)``. A row with no visible key so far keeps
-    ``m = -inf`` and subtracts 0 instead (exp(-inf) = 0, never NaN)."""
+    ``m = -inf`` and subtracts 0 instead (exp(-inf) = 0, never NaN) where ``st.guard``."""
     stat = st.stat
 
     def lanes(fn: Callable[[Var], Stmt]) -> Stmt:
@@ -85,7 +91,7 @@ def online_softmax_row(st: RowState, ii: Expr, cols: int) -> Stmt:
     return seq(
         Store(stat, (_c(0),), _f(NEG_INF)),
         lanes(lambda v: Store(stat, (_c(0),), binary("max", _ld(stat, _c(0)), _ld(st.pmax, ii, v)))),
-        Store(stat, (_c(1),), select(compare("==", mnew, _f(NEG_INF)), _f(0.0), mnew)),
+        Store(stat, (_c(1),), select(compare("==", mnew, _f(NEG_INF)), _f(0.0), mnew) if st.guard else mnew),
         Store(stat, (_c(2),), call("exp", binary("-", m_old, _ld(stat, _c(1))))),
         Store(st.m, (ii,), mnew),
         lanes(lambda v: Store(st.red, (v,), _f(0.0))),
@@ -107,7 +113,9 @@ def online_softmax_row(st: RowState, ii: Expr, cols: int) -> Stmt:
 
 
 def store_row(st: RowState, ii: Expr, out: Buffer, index: tuple[Expr, Expr, Expr]) -> Stmt:
-    """``out[index + (e,)] = acc[ii, e] / l[ii]`` over the value dim; ``index`` is (batch, head, query)."""
-    return st.over_e(
-        "o_e", "o_v", lambda e: Store(out, (*index, e), binary("/", _ld(st.acc, ii, e), _ld(st.l, ii)))
-    )
+    """``out[index + (e,)] = acc[ii, e] / l[ii]`` over the value dim; ``index`` is (batch, head, query).
+    With ``zero_rows``, a row that saw no key (l = 0, acc = 0) stores zeros."""
+    total = _ld(st.l, ii)
+    if st.zero_rows:
+        total = select(compare("==", total, _f(0.0)), _f(1.0), total)
+    return st.over_e("o_e", "o_v", lambda e: Store(out, (*index, e), binary("/", _ld(st.acc, ii, e), total)))

@@ -10,10 +10,13 @@ A program holds it when, from an output-like stage ``O`` back::
     X[b, h, i, j]  = f(QK[b, h, i, j], i, j, other reads)    (scale, causal select, additive mask)
     QK[b, h, i, j] = sum_d <q>(b, h, i, d) * K[e0(b, h), e1(b, h), j, d]
 
-(``topi.scaled_dot_product_attention`` writes exactly this.) The flash rewrite (:mod:`.sketch_attention`,
-lowered by :mod:`autosched.lower.flash`) replaces these seven stages by one blocked loop nest with an
-online softmax; ``f`` is kept as written and evaluated per score, and a top-level causal select
-``j <= i + c ? s : -inf`` also lets whole key blocks above the diagonal be skipped.
+(``topi.scaled_dot_product_attention`` writes exactly this.) A masked attention may guard the
+softmax so that a row whose every key is masked gives zeros, as ONNX's reference does (topi's
+``zero_row_softmax``): ``E = exp(X - (M == -inf ? 0 : M))`` and ``P = E / (S == 0 ? 1 : S)``.
+The flash rewrite (:mod:`.sketch_attention`, lowered by :mod:`autosched.lower.flash`) replaces these
+seven stages by one blocked loop nest with an online softmax; ``f`` is kept as written and evaluated
+per score, and a top-level causal select ``j <= i + c ? s : -inf`` also lets whole key blocks above
+the diagonal be skipped.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class AttentionPattern:
     q_first: bool  # in QK's product, the q factor comes first
     k_stage: str  # the tensor K is read from directly: packed transposed per (e0, e1)
     causal_offset: int | None  # X is select(j <= i + c, ..., -inf): key j is visible from query i
+    zero_rows: bool = False  # the guarded softmax: a row with no visible key gives zeros
+    hides_rows: bool = True  # X may make a key block of a row all -inf (a mask read, a -inf constant)
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -74,19 +79,53 @@ def _reduces_rows(sch: Schedule, row: Stage, reducer: str, source: Stage) -> boo
     return red is not None and _read_of(red.source, sch, (*op.axis, red.axes[0])) is source
 
 
+GUARDS = {"max": (-math.inf, 0.0), "sum": (0.0, 1.0)}  # row == a ? b : row, the zero-row softmax's
+
+
+def _unguarded(e: Expr, reducer: str) -> tuple[Expr, bool]:
+    """``(row, True)`` when ``e`` is ``row == a ? b : row`` with (a, b) the ``reducer``'s guard (the
+    same read twice), else ``(e, False)``."""
+    a, b = GUARDS[reducer]
+    if not isinstance(e, Select) or not isinstance(e.cond, Compare) or e.cond.op != "==":
+        return e, False
+    x, lit, other = e.cond.a, e.cond.b, e.f
+    if not (isinstance(lit, Const) and lit.value == a and isinstance(e.t, Const) and e.t.value == b):
+        return e, False
+    same = isinstance(x, TensorRead) and isinstance(other, TensorRead) and x.tensor is other.tensor
+    if not same or any(p is not q for p, q in zip(x.indices, other.indices)):  # type: ignore[union-attr]
+        return e, False
+    return other, True
+
+
 def _with_row(
     sch: Schedule, op: ComputeOp, body: Expr, binop: str, reducer: str
-) -> tuple[Stage, Stage] | None:
-    """``(x, row)`` when ``body`` (of ``op``, over b, h, i, j) is ``x[b, h, i, j] <binop> row[b, h, i]``
-    and ``row`` is the ``reducer`` of ``x`` over j: a softmax's ``e / sum`` or ``s - max`` step."""
+) -> tuple[Stage, Stage, bool] | None:
+    """``(x, row, guarded)`` when ``body`` (of ``op``, over b, h, i, j) is ``x[b, h, i, j] <binop>
+    row[b, h, i]`` and ``row`` is the ``reducer`` of ``x`` over j: a softmax's ``e / sum`` or ``s - max``
+    step; ``guarded`` when the row is read through the zero-row softmax's guard."""
     if not isinstance(body, Binary) or body.op != binop:
         return None
     b, h, i, j = op.axis
     x = _read_of(body.a, sch, (b, h, i, j))
-    row = _read_of(body.b, sch, (b, h, i))
+    read, guarded = _unguarded(body.b, reducer)
+    row = _read_of(read, sch, (b, h, i))
     if x is None or row is None or not _reduces_rows(sch, row, reducer, x):
         return None
-    return x, row
+    return x, row, guarded
+
+
+def _hides_rows(body: Expr, qk: Stage, sch: Schedule, causal: int | None) -> bool:
+    """Whether the scores epilogue ``body`` may give a row -inf for every key of a block: it reads a
+    tensor besides QK (a mask) or holds a non-finite constant, past a top causal select that keeps key
+    0 visible (the first key block then has a finite score in every row)."""
+    if causal is not None and causal >= 0 and isinstance(body, Select):
+        body = body.t
+    for n in walk(body):
+        if isinstance(n, TensorRead) and sch.stage_of(n.tensor.op) is not qk:
+            return True
+        if isinstance(n, Const) and isinstance(n.value, float) and not math.isfinite(n.value):
+            return True
+    return False
 
 
 def _uses(e: Expr, *vars: Var) -> bool:
@@ -136,16 +175,16 @@ def match_attention(sch: Schedule, out: Stage) -> AttentionPattern | None:
     pair = _with_row(sch, probs.op, probs.op.body, "/", "sum")
     if pair is None:
         return None
-    exps, row_sum = pair
+    exps, row_sum, sum_guard = pair
     eop = exps.op
     assert isinstance(eop, ComputeOp)
     ebody = eop.body
     if not (isinstance(ebody, Call) and ebody.name == "exp"):
         return None
-    pair = _with_row(sch, eop, ebody.args[0], "-", "max")
-    if pair is None:
+    found = _with_row(sch, eop, ebody.args[0], "-", "max")
+    if found is None or (sum_guard and not found[2]):  # zeros for a row of -inf need both guards
         return None
-    scores, row_max = pair
+    scores, row_max, _ = found
     xop = scores.op
     assert isinstance(xop, ComputeOp)
     if xop.reduce_axis:
@@ -177,6 +216,7 @@ def match_attention(sch: Schedule, out: Stage) -> AttentionPattern | None:
         return None
     if any(_uses(x, qi, qj, d) for x in kf.indices[:2]):
         return None
+    causal = _causal_offset(xop.body, xi, xj)
     return AttentionPattern(
         out=out.name,
         qk=qk.name,
@@ -187,7 +227,9 @@ def match_attention(sch: Schedule, out: Stage) -> AttentionPattern | None:
         probs=probs.name,
         q_first=q_first,
         k_stage=sch.stage_of(kf.tensor.op).name,
-        causal_offset=_causal_offset(xop.body, xi, xj),
+        causal_offset=causal,
+        zero_rows=sum_guard,
+        hides_rows=sum_guard or _hides_rows(xop.body, qk, sch, causal),
     )
 
 

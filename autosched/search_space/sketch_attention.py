@@ -77,6 +77,13 @@ def config_problem(sch: Schedule, pattern: AttentionPattern, args: tuple[int, ..
     return None
 
 
+def output_member(sch: Schedule, pattern: AttentionPattern) -> str | None:
+    """A member stage, besides the attention's own output, that the program outputs (ONNX Attention's
+    ``qk_matmul_output``, say): the rewrite cannot apply then."""
+    outputs = {t.op.name for t in sch.outputs}
+    return next((n for n in pattern.members if n != pattern.out and n in outputs), None)
+
+
 def flash_attention(sch: Schedule, stage: str, *args: int) -> None:
     """Apply the rewrite to the attention ending at ``stage`` (its members untouched so far)."""
     if len(args) != len(FLASH_ARGS) or not all(isinstance(a, int) and a > 0 for a in args):
@@ -94,6 +101,12 @@ def flash_attention(sch: Schedule, stage: str, *args: int) -> None:
         st = sch[name]
         if st.relations or st.annotations or st.pragmas or st.attach != ("root",):
             raise ScheduleError(f"flash_attention: member stage {name!r} of {stage!r} was already scheduled")
+    inner = output_member(sch, pattern)
+    if inner is not None:
+        raise ScheduleError(
+            f"flash_attention: member stage {inner!r} of {stage!r} is an output (the rewrite never "
+            "computes it whole)"
+        )
     problem = config_problem(sch, pattern, tuple(args))
     if problem:
         raise ScheduleError(f"flash_attention on {stage!r}: {problem}")
@@ -162,7 +175,7 @@ class AttentionRules(BuilderBase):
             return
         s = self.s
         for pattern in find_attentions(s):
-            if any(n in self.done for n in pattern.members):
+            if any(n in self.done for n in pattern.members) or output_member(s, pattern) is not None:
                 continue
             opts = options(s, pattern)
             args: tuple[int, ...] = ()

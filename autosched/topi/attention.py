@@ -8,6 +8,7 @@ from typing import Any
 from .. import te
 from ..te import Tensor
 from .checks import check_float, check_same_dtype, check_tensor
+from .index import named
 from .norm import softmax
 
 
@@ -80,10 +81,49 @@ def scaled_dot_product_attention(
         return te.if_then_else(j <= i + (L - S), s, -math.inf) if causal else s
 
     scores = te.compute((B, H, S, L), scaled, name=f"{name}_scale")
-    probs = softmax(scores, axis=-1, name=f"{name}_softmax")
+    soft = zero_row_softmax if mask is not None else softmax
+    probs = soft(scores, axis=-1, name=f"{name}_softmax")
     kv = te.reduce_axis((0, L), name="kv")
     return te.compute(
         (B, H, S, v.shape[3]),
         lambda b, h, i, e: te.sum(probs[b, h, i, kv] * v[b, kv_head(h), kv, e], axis=kv),
         name=name,
     )
+
+
+def zero_row_softmax(x: Tensor, axis: int = -1, name: str = "softmax") -> Tensor:
+    """Softmax over the last axis where a row whose every value is -inf gives zeros, not NaN.
+
+    ONNX's reference writes it so: ``m = max x``, ``e = exp(x - (m == -inf ? 0 : m))``, ``s = sum e``,
+    ``p = e / (s == 0 ? 1 : s)``; a row with a finite value has ``s >= 1``, so elsewhere it is the plain
+    softmax. Stages named as :func:`~.norm.softmax`'s ("<name>_maxelem", "_exp", "_expsum", "_norm"), and
+    flash attention takes the guarded form too. Example: ``zero_row_softmax(masked_scores)``.
+    """
+    fn = "zero_row_softmax"
+    check_tensor(fn, "x", x)
+    check_float(fn, "x", x)
+    if axis not in (-1, x.ndim - 1):
+        raise ValueError(f"{fn}: only the last axis is supported, got axis={axis} for a {x.ndim}-d x")
+    *lead, n = x.shape
+    rows, names = [f"i{d}" for d in range(len(lead))], [f"i{d}" for d in range(x.ndim)]
+    zero, one, neg_inf = (te.const(c, x.dtype) for c in (0.0, 1.0, -math.inf))
+    k1 = te.reduce_axis((0, n), name="k")
+    row_max = te.compute(
+        tuple(lead), named(lambda *i: te.max(x[(*i, k1)], axis=k1), rows), name=f"{name}_maxelem"
+    )
+
+    def exp_body(*i: Any) -> Any:
+        m = row_max[i[:-1]]
+        return te.exp(x[i] - te.if_then_else(m == neg_inf, zero, m))
+
+    exps = te.compute(x.shape, named(exp_body, names), name=f"{name}_exp")
+    k2 = te.reduce_axis((0, n), name="k")
+    total = te.compute(
+        tuple(lead), named(lambda *i: te.sum(exps[(*i, k2)], axis=k2), rows), name=f"{name}_expsum"
+    )
+
+    def norm_body(*i: Any) -> Any:
+        s = total[i[:-1]]
+        return exps[i] / te.if_then_else(s == zero, one, s)
+
+    return te.compute(x.shape, named(norm_body, names), name=f"{name}_norm")

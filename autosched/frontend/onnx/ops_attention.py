@@ -4,9 +4,12 @@ Q, K, V in 3-d (heads folded into the hidden dim) or 4-d (B, heads, S, head size
 heads; a past key/value cache; a bool or additive mask (shorter than the keys: padded); causal and
 sliding-window masks aligned bottom-right; softcap; the four ``qk_matmul_output`` modes. Like ONNX's
 reference, a row whose every key is masked gives zeros.
+Graph fusion makes the whole attention one flash-attention task (:mod:`autosched.graph.attention`).
 Where no row can be wholly masked (no mask input, padding lengths or window: plain or causal attention)
-the softmax is topi's, and graph fusion makes the whole attention one flash-attention task
-(:mod:`autosched.graph.attention`); a masked attention keeps the guarded stages (several tasks).
+the softmax is topi's; otherwise it is topi's ``zero_row_softmax`` (a row of -inf gives zeros), whose
+guards flash attention keeps: ``exp(x - (max == -inf ? 0 : max)) / (sum == 0 ? 1 : sum)``. ONNX's
+reference decides a wholly masked row on the bias, not the scores: the same wherever Q and K are
+finite (a finite score plus -inf is -inf), so no second row reduction over the bias is kept.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import math
 from typing import Any
 
 from ... import te, topi
+from ...topi.attention import zero_row_softmax
 from ...topi.elementwise import broadcast_read
 from .context import Node
 from .registry import converter
@@ -70,7 +74,7 @@ def attention(node: Node) -> list[Any]:
     if can_mask_a_row(node):
         bias = mask_bias(node, (batch, heads, sq, skv), past_len=past_len, dtype=dtype)
         with_bias = te.compute(scores.shape, lambda *i: scores[i] + bias[i], name="attention_biased")
-        probs = guarded_softmax(with_bias, bias)
+        probs = zero_row_softmax(with_bias, name="attention_softmax")
     else:  # plain softmax: the graph fuses it with both products into one flash attention
         with_bias = scores
         if node.attr("is_causal", 0):  # the select at the top lets flash skip blocks above the diagonal
@@ -104,38 +108,6 @@ def can_mask_a_row(node: Node) -> bool:
     A causal mask alone never does (key 0, or the past, is always visible)."""
     windows = node.attr("left_window_size", -1) >= 0 or node.attr("right_window_size", -1) >= 0
     return node.has(3) or node.has(6) or windows
-
-
-def guarded_softmax(x: Any, bias: Any) -> Any:
-    """Softmax over the keys where a row whose every key is masked gives zeros, as ONNX's reference."""
-    batch, heads, sq, skv = x.shape
-    dtype = x.dtype
-    zero = te.const(0.0, dtype)
-    rj = te.reduce_axis((0, skv), name="j")
-    row_max = te.compute(
-        (batch, heads, sq), lambda b, h, i: te.max(x[b, h, i, rj], axis=rj), name="attention_max"
-    )
-    rb = te.reduce_axis((0, skv), name="j")
-    bias_max = te.compute(
-        (batch, heads, sq), lambda b, h, i: te.max(bias[b, h, i, rb], axis=rb), name="bias_max"
-    )
-
-    def exp_body(b: Any, h: Any, i: Any, j: Any) -> Any:
-        m = row_max[b, h, i]
-        return te.exp(x[b, h, i, j] - te.if_then_else(m == NEG_INF, zero, m))
-
-    exps = te.compute(x.shape, exp_body, name="attention_exp")
-    rs = te.reduce_axis((0, skv), name="j")
-    total = te.compute(
-        (batch, heads, sq), lambda b, h, i: te.sum(exps[b, h, i, rs], axis=rs), name="attention_sum"
-    )
-
-    def prob_body(b: Any, h: Any, i: Any, j: Any) -> Any:
-        s = total[b, h, i]
-        p = exps[b, h, i, j] / te.if_then_else(s == 0.0, te.const(1.0, dtype), s)
-        return te.if_then_else(bias_max[b, h, i] == NEG_INF, zero, p)  # a fully masked row is zeros
-
-    return te.compute(x.shape, prob_body, name="attention_probs")
 
 
 def mask_bias(node: Node, shape: tuple[int, ...], past_len: int, dtype: str) -> Any:
