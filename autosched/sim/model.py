@@ -28,7 +28,8 @@ import math
 from dataclasses import dataclass, field
 
 from ..codegen.llvm_vector import affine_index, why_not_vectorizable
-from ..lower.ir import Allocate, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from ..lower.ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from ..lower.stmt_visit import walk_stmts
 from .chip import ChipSpec
 from .guards import guard_share
 from .ops import count_ops, guarded_load
@@ -37,7 +38,7 @@ from .traffic import cache_traffic
 
 # Bumped whenever a change to the model (or its calibration) changes modeled times: it is part of a
 # simulated chip's fingerprint, so a resumed log never mixes the times of two models.
-SIM_MODEL_VERSION = 2
+SIM_MODEL_VERSION = 3
 HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
 
 
@@ -55,7 +56,7 @@ class Calibration:
     unroll_threshold: float = 100.0  # instructions of a loop body LLVM still unrolls fully
     spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
     guarded_lane_divisor: int = 2  # LLVM's vectorizer on a guarded (masked) load: lanes / this
-    odd_vector_factor: float = 8.0  # a vector wider than a register but not a power of two
+    odd_vector_factor: float = 8.0  # odd-width accumulators held in registers
     set_conflicts: bool = True  # model power-of-two strides crowding a few cache sets
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
     alloc_us: float = 0.2  # one heap allocation and free
@@ -113,6 +114,7 @@ class _Model:
         self.stores: list[StoreTime] = []
         self.memo: dict[int, dict[int, float]] = {}
         self.vec_ok: dict[int, bool] = {}
+        self.sole: dict[tuple[int, int], bool] = {}
         self.regions = 0.0
         self.heap_allocs = 0.0
         self.total_bytes = 0
@@ -203,7 +205,7 @@ class _Model:
         # Accumulator promoted to a register across the innermost real loops it does not move with.
         promoted = 1.0
         for lp in reversed(real):
-            if is_acc and not store_acc.depends_on(id(lp.var)):
+            if is_acc and not store_acc.depends_on(id(lp.var)) and self.sole_store(lp, s.buffer):
                 promoted *= lp.extent
             else:
                 break
@@ -242,9 +244,13 @@ class _Model:
         if vec is None and not auto_vec:  # scalar code: every float op is one FMA-port slot
             fp_ops, fp_scalar = fp_ops + fp_scalar, 0.0
         fp = groups * (regs_per_group * fp_ops + fp_scalar)
-        if vlen > lanes and vlen & (vlen - 1):  # <28 x float>: legalized piece by piece, shuffles scalarized
+        # <28 x float> accumulators held in registers across a real loop (LLVM's loop-carried phis of an
+        # odd width) are scalarized lane by lane and spilled; loaded, computed and stored once per use,
+        # the same vectors are legalized piece by piece at about the cost of their pieces
+        if vlen > lanes and vlen & (vlen - 1) and is_acc and promoted > 1:
             fp, n_loads, stores = (x * cal.odd_vector_factor for x in (fp, n_loads, stores))
             shuffles *= cal.odd_vector_factor
+            notes.append(f"{vlen}-wide accumulators held across {real[-1].var.name}: scalarized, spilled")
         iters = 1.0  # iterations of the innermost real loop: its increment and branch
         if real:
             iters = n_exec / math.prod(lp.extent for lp in loops[loops.index(real[-1]) + 1 :])
@@ -267,6 +273,16 @@ class _Model:
         seconds = big + cal.overlap * (sum(bounds.values()) - big)
         labels = tuple(map(_loop_label, loops))
         return StoreTime(s.buffer.name, labels, n_exec, bounds, seconds, notes, reloads)
+
+    def sole_store(self, lp: For, buf: Buffer) -> bool:
+        """Whether ``lp``'s body stores to ``buf`` once: LICM keeps an accumulator in registers across
+        a loop only then (an initialisation or a write-back of the same buffer in there stops it)."""
+        key = (id(lp), id(buf))
+        got = self.sole.get(key)
+        if got is None:
+            n = sum(isinstance(x, Store) and x.buffer is buf for x in walk_stmts(lp.body))
+            got = self.sole[key] = n <= 1
+        return got
 
     @staticmethod
     def executions(acc: Access, loops: list[For], vloop: For | None, flat: set[int]) -> float:
