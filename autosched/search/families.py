@@ -9,11 +9,11 @@ model trained mostly on one family ranks the other low. Measured on 1024^3 matmu
 (session 6), two seeds of three settled on the unpacked family and ended 25% below the third, which
 packed; Ansor avoids this by giving every sketch samples of its own.
 
-So every family that is still *in the race* (:func:`contenders`: too few of its candidates measured to
-judge it, or its best within ``slack`` of the overall best) gets a share of each batch
-(:func:`balance`) and of each starting population (:func:`interleave`), and
+So every family that is still *in the race* (:meth:`FamilyStats.in_race`: too few of its candidates
+measured to judge it, or its best within ``SLACK`` of the others' over as many candidates) gets a
+share of each batch (:func:`balance`) and of each starting population (:func:`interleave`), and
 :func:`keep_best` keeps each family's best measured decisions even when another family fills the
-overall top. Families past ``slack`` get nothing reserved: they compete on their predicted score.
+overall top. Families past ``SLACK`` get nothing reserved: they compete on their predicted score.
 """
 
 from __future__ import annotations
@@ -39,24 +39,27 @@ def family_of(decisions: dict[str, Any]) -> Family:
 
 
 class FamilyStats:
-    """How many candidates of each family were measured, and the best cost of each."""
+    """The costs measured of each family, in the order they were measured."""
 
     def __init__(self) -> None:
-        self.count: dict[Hashable, int] = {}
-        self.best: dict[Hashable, float] = {}
+        self.costs: dict[Hashable, list[float]] = {}
 
     def add(self, family: Hashable, cost: float) -> None:
         """One measured candidate; a failure (``cost`` at or past FAILED_COST) counts, with no cost."""
-        self.count[family] = self.count.get(family, 0) + 1
-        if cost < FAILED_COST:
-            self.best[family] = min(self.best.get(family, cost), cost)
+        self.costs.setdefault(family, []).append(cost)
 
     def in_race(self, family: Hashable) -> bool:
-        if self.count.get(family, 0) < PROBE:
+        """Fewer than PROBE measured, or its best within SLACK of every family's best over as many
+        candidates: a family given a share since the start is not judged against the leader's best
+        after hundreds of trials by its first dozen."""
+        mine = self.costs.get(family, [])
+        if len(mine) < PROBE:
             return True
-        if family not in self.best:
+        best = min(mine)
+        if best >= FAILED_COST:
             return False  # every one of its candidates failed
-        return self.best[family] <= min(self.best.values()) * SLACK
+        ref = min(min(c[: len(mine)]) for c in self.costs.values())
+        return best <= ref * SLACK
 
 
 def balance(ranked: Sequence[T], n: int, family: Callable[[T], Hashable], stats: FamilyStats) -> list[T]:
