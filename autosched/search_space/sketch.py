@@ -96,7 +96,7 @@ class _Builder(TilingRules, AttentionRules, ReductionRules):
             if st.name in self.done or st.name in hosts or not isinstance(st.op, ComputeOp):
                 continue
             op = st.op
-            if op.reduce_axis and has_reuse(op):
+            if op.reduce_axis and has_reuse(op) and not self.matrix_vector(st):
                 self.multi_level_tiling(st)
             elif op.reduce_axis:
                 self.plain_reduction(st)

@@ -7,10 +7,22 @@ import math
 
 from ..te.expr import IterVar
 from ..te.tensor import ComputeOp, Tensor, TensorRead, walk
-from .sketch_base import UNROLL_STEPS, WINDOW_UNROLL_MAX, BuilderBase, _prod
+from .sketch_base import UNROLL_STEPS, WINDOW_UNROLL_MAX, BuilderBase, _prod, divisors, plain_index
 from .stage import Stage
 
 OPERAND_REGISTERS = 4  # the registers SketchPolicy keeps beside the accumulators (32 - 28 on AVX-512)
+
+
+def vector_multiple(extent: int, lanes: int, inner_max: int = 64) -> int:
+    """What the vector axis's innermost tile must be a multiple of: whole vectors where the extent
+    allows (``gcd(lanes, extent)``, 8 or 16 on a 16-lane machine); where it allows less than half a
+    vector (a width of 14, 28 or 7), the divisor that fills its vectors best (14: 14 of 16 lanes, not
+    2 in a vector of 2; 7 has only 1 or 7), which then is the tile."""
+    multiple = math.gcd(lanes, extent)
+    if 2 * multiple >= lanes:
+        return multiple
+    fits = [d for d in divisors(extent) if d <= inner_max]
+    return max(fits, key=lambda d: (d / (math.ceil(d / lanes) * lanes), d))
 
 
 class TilingRules(BuilderBase):
@@ -21,18 +33,23 @@ class TilingRules(BuilderBase):
         op = st.op
         assert isinstance(op, ComputeOp)
         perm = tuple(range(len(op.axis)))
-        if host is not None:
+        # The accumulator's last axis is its vector axis: the output's own last axis (a conv's W),
+        # or a channel axis moved last (K: the conv's weight is packed with K contiguous; a depthwise
+        # conv's C: its data and weight are).
+        options = ["last", *(op.axis[d].name for d in self.channel_axes(op))]
+        axis = self.choose(f"{st.name}.local/vector_axis", options) if len(options) > 1 else "last"
+        if axis != "last":
+            d = next(i for i, a in enumerate(op.axis) if a.name == axis)
+            perm = (*(i for i in perm if i != d), d)
+        if host is not None and axis == "last":
             producer, consumer = st, host
         else:
-            # The accumulator's last axis is its vector axis: the output's own last axis (a conv's W),
-            # or a channel axis moved last (K: the conv's weight is packed with K contiguous).
-            options = ["last", *(op.axis[d].name for d in self.channel_axes(op))]
-            axis = self.choose(f"{st.name}.local/vector_axis", options) if len(options) > 1 else "last"
-            if axis != "last":
-                d = next(i for i, a in enumerate(op.axis) if a.name == axis)
-                perm = (*(i for i in perm if i != d), d)
             local = self.s.cache_write(st.name, "local", None if axis == "last" else perm)
             producer, consumer = self.s[local], st
+            if host is not None:  # channels last in the accumulator: the host reads it transposed
+                st.compute_inline()
+                self.done.add(st.name)
+                consumer = host
         name = producer.name
         p_op, c_op = producer.op, consumer.op
         assert isinstance(p_op, ComputeOp) and isinstance(c_op, ComputeOp)
@@ -112,12 +129,31 @@ class TilingRules(BuilderBase):
         for d, a in enumerate(op.axis[:-1]):
             users = [r for r in reads if any(v is a for i in r.indices for v in walk(i))]
             plain = all(
-                any(i is a for i in r.indices) and sum(any(v is a for v in walk(i)) for i in r.indices) == 1
+                any(plain_index(i, a) for i in r.indices)
+                and sum(any(v is a for v in walk(i)) for i in r.indices) == 1
                 for r in users
             )
-            if a.extent >= self.p.lanes and users and len(users) < len(reads) and plain:
+            broadcast = len(users) < len(reads)  # some input is the same on every lane (a conv's data)
+            # A depthwise conv's channel: read by every input, the data through a window, which is then
+            # packed with this axis last (packable); whole vectors only, no lane tail.
+            depthwise = len(users) == len(reads) and a.extent % self.p.lanes == 0 and self.window_reads(op, a)
+            if a.extent >= self.p.lanes and users and plain and (broadcast or depthwise):
                 found.append(d)
         return found
+
+    @staticmethod
+    def window_reads(op: ComputeOp, axis: IterVar) -> list[TensorRead]:
+        """Reads of ``op`` that index ``axis`` plainly and a reduction axis elsewhere (a depthwise
+        conv's data ``pad[n, c, y + ry, x + rx]`` for its channel ``c``): each element is read by
+        several taps, in every lane a different channel."""
+        red = {id(r) for r in op.reduce_axis if r.extent > 1}
+        return [
+            n
+            for n in walk(op.body)
+            if isinstance(n, TensorRead)
+            and any(plain_index(i, axis) for i in n.indices)
+            and any(id(v) in red for i in n.indices for v in walk(i))
+        ]
 
     def register_tiles(self, name: str, axes: list[IterVar]) -> list[list[int]]:
         """Four tile lengths per spatial axis whose innermost ones, the accumulators kept in
@@ -126,7 +162,7 @@ class TilingRules(BuilderBase):
         last axis and a broadcast (a conv's 7 x 4 accumulators beside 4 weight vectors spilled and
         ran at 0.6x a 4 x 4 tile); a given tiling that does not fit is resampled."""
         *outer_axes, last = axes
-        multiple = math.gcd(self.p.lanes, last.extent)
+        multiple = vector_multiple(last.extent, self.p.lanes)
         for attempt in range(64):
             if attempt:  # the given or sampled tiles overflow the registers: sample afresh
                 for a in axes:
@@ -146,12 +182,15 @@ class TilingRules(BuilderBase):
         last = op.axis[-1]
         spatial = {id(a) for a in op.axis}
         found: list[tuple[Tensor, tuple[int, ...] | None]] = []
+        window = self.window_reads(op, last) if len(op.axis) > 1 else []
         for n in walk(op.body):
             if not isinstance(n, TensorRead) or any(t is n.tensor for t, _ in found):
                 continue
             used = {id(v) for idx in n.indices for v in walk(idx) if id(v) in spatial}
             dims = [d for d, idx in enumerate(n.indices) if any(v is last for v in walk(idx))]
-            if used == spatial or len(dims) != 1:
+            # A depthwise conv's data with its channel in lanes is reused by the window's taps: packed
+            # channels-last, each tap is one vector load (in place, a gather of 16 strided floats).
+            if (used == spatial and not any(n is w for w in window)) or len(dims) != 1:
                 continue
             d, rank = dims[0], len(n.indices)
             found.append((n.tensor, None if d == rank - 1 else (*[x for x in range(rank) if x != d], d)))

@@ -38,7 +38,8 @@ def test_conv_offers_both_vector_axes() -> None:
         make_matmul(32, 32, 32),  # one reduction axis: not a convolution
         make_conv2d(K=8),  # fewer output channels than a vector
         make_conv2d(C=32, K=32, groups=2),  # a grouped conv reads its input at ff // Kg
-        make_depthwise_conv2d(C=32),  # every input is read at the channel
+        make_depthwise_conv2d(C=24),  # depthwise: channels in lanes only as whole vectors (issue 12)
+        make_depthwise_conv2d(C=16, M=2),  # a channel multiplier reads the data at cc // M
     ],
 )
 def test_no_channel_axis_where_it_cannot_be_a_vector(args) -> None:
