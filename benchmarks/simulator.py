@@ -17,6 +17,15 @@ For the four workloads of search_efficiency.py plus a depthwise conv, a max pool
 ``--threads 1`` measures one thread and models a one-core chip (steadier on a busy machine).
 Timing on a machine shared with other work is noisy: the full figures need it alone.
 
+In pieces, resumable (:mod:`simulator_store`): every candidate measured is appended to ``--store``
+(keyed by the hash of its lowered IR, the target, threads and repeats), so a rerun or a later piece
+measures only what is new, and a change to the model re-predicts every stored candidate without
+timing one; each finished tuning piece is stored too. One piece is one section, target and workload:
+
+    python benchmarks/simulator.py --estimate               # the pieces still to run, minutes each
+    python benchmarks/simulator.py --workloads depthwise --targets llvm-cpu --sections correlation
+    python benchmarks/simulator.py --report                 # the figures from the store; measures nothing
+
 Calibration (``autosched.sim.model.Calibration``): 30-50 candidates per workload sampled as here at
 mid sizes (matmul 256^3, conv2d 32x28x28 -> 32, softmax 512x256, dense 128x256x256, depthwise 64x56x56,
 max pool 64x56x56, layer norm 256x512), one thread, min of 3-5 repeats; each constant was set by
@@ -30,6 +39,7 @@ import argparse
 import dataclasses
 import json
 import random
+import shlex
 import statistics
 import sys
 import tempfile
@@ -40,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from autosched.lower.pipeline import lower
+from autosched.lower.printer import format_func
 from autosched.measure.builder import LocalBuilder
 from autosched.measure.measure import LocalMeasurer
 from autosched.measure.runner import LocalRunner
@@ -49,7 +60,7 @@ from autosched.search_space.schedule import replay
 from autosched.search_space.sketch import SketchPolicy
 from autosched.search_space.trace import trace_to_json
 from autosched.sim.chip import load_chip, write_chip
-from autosched.sim.model import predict
+from autosched.sim.model import SIM_MODEL_VERSION, predict
 from autosched.te.workload import WorkloadInstance
 from autosched.topi.workloads import (
     make_conv2d,
@@ -61,6 +72,9 @@ from autosched.topi.workloads import (
     make_softmax,
 )
 from autosched.tune import TuneOptions, Tuner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simulator_store import Store, ir_hash, measure_key, tuning_key
 
 FULL = {
     "matmul": lambda: make_matmul(1024, 1024, 1024),
@@ -121,40 +135,72 @@ def _measurer(target: str, args: argparse.Namespace) -> LocalMeasurer:
     return LocalMeasurer(LocalBuilder(n_workers=1), runner)
 
 
-def correlation(name: str, tensors: list, target: str, chip_file: str, args: argparse.Namespace) -> dict:
-    """Sample distinct candidates, measure them on ``target``, model them on ``chip_file``."""
+def sample_candidates(name: str, tensors: list, chip_file: str, args: argparse.Namespace) -> list[tuple]:
+    """``--candidates`` schedules sampled from the sketch rules, distinct as lowered kernels: (trace,
+    lowered function, hash of its IR). The same seed samples the same ones (a rerun finds them stored)."""
     chip = load_chip(chip_file)  # the sketch sizes tiles for the chip's cores and lanes, as tune does
     policy = SketchPolicy([tensors[-1]], cores=chip.cores, lanes=chip.lanes)
+    inst = WorkloadInstance(name, {}, tuple(tensors))
     rng = random.Random(args.seed)
-    traces, seen = [], set()
+    out: list[tuple] = []
+    seen: set[str] = set()
+    keys: set[str] = set()
     for _ in range(50 * args.candidates):
-        if len(traces) == args.candidates:
+        if len(out) == args.candidates:
             break
         sch, _ = policy.sample(rng)
         key = trace_key(sch.trace)
-        if key not in seen:
-            seen.add(key)
-            traces.append(sch.trace)
-    inst = WorkloadInstance(name, {}, tuple(tensors))
-    task = MeasureTask.create(name, tensors, target, flops=inst.flop_count())
+        if key in seen:
+            continue
+        seen.add(key)
+        func = lower(replay(list(inst.outputs), sch.trace), list(tensors), name, "llvm-cpu")
+        ir = ir_hash(format_func(func))
+        if ir not in keys:  # two traces that lower to the same kernel are one candidate
+            keys.add(ir)
+            out.append((sch.trace, func, ir))
+    return out
+
+
+def correlation(name: str, tensors: list, target: str, chip_file: str, args: argparse.Namespace,
+                store: Store, run: bool = True) -> dict:  # fmt: skip
+    """Sample distinct candidates, measure on ``target`` those not yet in ``store``, model them all on
+    ``chip_file``. ``run=False``: measure nothing (``missing`` counts what is not stored)."""
+    cands = sample_candidates(name, tensors, chip_file, args)
+    key = measure_key(name, args.sizes, target, args.threads, args.repeat)
+    stored = store.measured(key)
+    todo = [c for c in cands if c[2] not in stored]
     start = time.perf_counter()
-    measured, modeled, kept = [], [], []
-    with _measurer(target, args) as m:
-        for i in range(0, len(traces), 16):
-            batch = traces[i : i + 16]
-            for trace, res in zip(batch, m.measure(task, batch)):
-                if not res.ok:
-                    continue
-                func = lower(replay(list(inst.outputs), trace), list(tensors), name, "llvm-cpu")
-                measured.append(min(res.costs))  # another process can only make a run slower
-                modeled.append(predict(func, chip).seconds)
-                kept.append(trace_to_json(trace))  # in --json: what to look at where the model is wrong
+    if todo and run:
+        inst = WorkloadInstance(name, {}, tuple(tensors))
+        task = MeasureTask.create(name, tensors, target, flops=inst.flop_count())
+        with _measurer(target, args) as m:
+            for i in range(0, len(todo), 16):
+                batch = todo[i : i + 16]
+                t0 = time.perf_counter()
+                results = m.measure(task, [c[0] for c in batch])
+                each = (time.perf_counter() - t0) / len(batch)
+                for (_, _, ir), res in zip(batch, results):
+                    if res.ok:  # another process can only make a run slower: the least of the repeats
+                        store.add_measured(key, ir, min(res.costs), each)
+                    elif res.error != "timeout":  # a timeout may be the load's doing: tried again next time
+                        store.add_measured(key, ir, None, each, f"{res.error}: {res.error_msg}")
+    stored = store.measured(key)  # with what this run added
+    chip = load_chip(chip_file)
+    measured, modeled, kept, missing = [], [], [], 0
+    for trace, func, ir in cands:
+        rec = stored.get(ir)
+        if rec is None:
+            missing += 1
+        elif rec["cost"] is not None:
+            measured.append(rec["cost"])
+            modeled.append(predict(func, chip).seconds)
+            kept.append(trace_to_json(trace))  # in --json: what to look at where the model is wrong
     rho = spearman(measured, modeled)
     ratio = statistics.median(p / t for p, t in zip(modeled, measured)) if measured else float("nan")
-    return {"workload": name, "target": target, "chip": chip_file, "candidates": len(traces),
-            "ok": len(measured), "spearman": rho, "modeled_over_measured": ratio,
-            "seconds": time.perf_counter() - start, "measured": measured, "modeled": modeled,
-            "traces": kept}  # fmt: skip
+    return {"workload": name, "target": target, "chip": chip_file, "candidates": len(cands),
+            "ok": len(measured), "missing": missing, "measured_now": len(todo) if run else 0,
+            "spearman": rho, "modeled_over_measured": ratio, "seconds": time.perf_counter() - start,
+            "measured": measured, "modeled": modeled, "traces": kept}  # fmt: skip
 
 
 def tune_best(name: str, tensors: list, target: str, args: argparse.Namespace, log: Path) -> Any:
@@ -168,6 +214,7 @@ def tune_best(name: str, tensors: list, target: str, args: argparse.Namespace, l
 def sim_vs_real(name: str, tensors: list, target: str, chip_file: str, args: argparse.Namespace,
                 log_dir: Path) -> dict:  # fmt: skip
     """Tune on the simulated chip and on the real target; time both picks on the real target in turns."""
+    start = time.perf_counter()
     picks = {}
     for label, tgt in (("sim", f"sim -chip={chip_file}"), ("real", target)):
         log = log_dir / f"{name}_{label}_{tgt.replace(' ', '_').replace('/', '_')}.jsonl"
@@ -186,8 +233,62 @@ def sim_vs_real(name: str, tensors: list, target: str, chip_file: str, args: arg
                     times[label].append(min(res.costs))
     best = {k: min(v) if v else float("nan") for k, v in times.items()}
     return {"workload": name, "target": target, "chip": chip_file, "trials": args.trials,
-            "sim_pick_s": best["sim"], "real_pick_s": best["real"],
-            "ratio": best["real"] / best["sim"]}  # fmt: skip
+            "sim_pick_s": best["sim"], "real_pick_s": best["real"], "ratio": best["real"] / best["sim"],
+            "seconds": time.perf_counter() - start}  # fmt: skip
+
+
+# Wall seconds per candidate measured (compile, check, time) and per tuning trial, until the store has
+# its own: --quick runs of 60 candidates took 10-48 s a workload on one loaded core; full-size trials
+# about 1 s on the CPU (benchmarks/transfer.py's figure), full-size candidates (random schedules, some
+# near the 10 s timeout) guessed at 2 s.
+SECONDS = {"candidate": {"quick": 0.5, "full": 2.0}, "trial": {"quick": 0.4, "full": 1.0}}
+
+
+def piece_flags(argv: list[str]) -> str:
+    """The options every piece repeats: all but the pieces' own and those that run nothing."""
+    out, skip = [], False
+    for tok in argv:
+        if tok.startswith("--"):
+            name = tok.split("=", 1)[0]
+            skip = name in ("--workloads", "--targets", "--sections", "--json")
+            if skip or name in ("--report", "--estimate"):
+                continue
+        if not skip:
+            out.append(shlex.quote(tok))
+    return "".join(f"{t} " for t in out)
+
+
+def plan(args: argparse.Namespace, store: Store, names: list[str], targets: list[str],
+         sections: set[str], chips: dict[str, str]) -> list[tuple[str, str, str, float]]:  # fmt: skip
+    """The pieces still to run: (section, target, workload, estimated seconds). A correlation piece
+    counts its candidates not yet stored (stored ones of an older sketch may count as done)."""
+    out = []
+    for target in targets:
+        for name in names:
+            if "correlation" in sections:
+                key = measure_key(name, args.sizes, target, args.threads, args.repeat)
+                missing = max(0, args.candidates - len(store.measured(key)))
+                each = store.seconds_per_candidate(key) or SECONDS["candidate"][args.sizes]
+                if missing:
+                    out.append(("correlation", target, name, missing * each))
+            if "tuning" in sections and store.tuning(_tuning_key(name, target, chips[target], args)) is None:
+                each = store.seconds_per_trial(name, target, args.sizes) or SECONDS["trial"][args.sizes]
+                out.append(("tuning", target, name, 2 * args.trials * each))
+    return out
+
+
+def print_plan(todo: list[tuple[str, str, str, float]], args: argparse.Namespace) -> None:
+    for section, target, name, secs in todo:
+        cmd = (f"python benchmarks/simulator.py {args.flags}--workloads {name} "
+               f"--targets {shlex.quote(target)} --sections {section}")  # fmt: skip
+        print(f"  piece {section:11s} {target:24s} {name:10s} about {secs / 60:5.1f} min: {cmd}")
+    total = sum(t[3] for t in todo)
+    print(f"{len(todo)} piece(s) to run, about {total / 60:.0f} min in all" if todo else "nothing to run")
+
+
+def _tuning_key(name: str, target: str, chip_file: str, args: argparse.Namespace) -> str:
+    return tuning_key(name, args.sizes, target, load_chip(chip_file).sha, args.trials, args.seed,
+                      args.threads, args.batch_size, SIM_MODEL_VERSION)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,7 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="also write the raw results (every time pair) to this file")
+    p.add_argument("--store", help="measured candidates and finished tuning pieces, reused by reruns "
+                   "(default ~/.cache/autosched/simulator_bench[_quick].jsonl)")  # fmt: skip
+    p.add_argument("--estimate", action="store_true", help="print the pieces still to run, minutes each")
+    p.add_argument("--report", action="store_true", help="print the figures from the store; measure nothing")
     args = p.parse_args(argv)
+    args.flags = piece_flags(sys.argv[1:] if argv is None else argv)
+    args.sizes = "quick" if args.quick else "full"
     sizes = QUICK if args.quick else FULL
     args.candidates = args.candidates or (24 if args.quick else 200)
     args.trials = args.trials or (16 if args.quick else 200)
@@ -214,29 +321,46 @@ def main(argv: list[str] | None = None) -> int:
     bad = [w for w in names if w not in sizes] + [t for t in targets if t not in CHIPS]
     if bad:
         p.error(f"unknown workload(s) or target(s): {', '.join(bad)}")
+    cache = Path.home() / ".cache" / "autosched"
+    store = Store(Path(args.store or cache / f"simulator_bench{'_quick' if args.quick else ''}.jsonl"))
     tmp = Path(tempfile.mkdtemp(prefix="autosched_sim_bench_"))
     sections = {s.strip() for s in args.sections.split(",")}
+    chips = {t: _chip_for(args, t, tmp) for t in targets}
+    todo = plan(args, store, names, targets, sections, chips)
+    print(f"store {store.path}; still to run:")
+    print_plan(todo, args)
+    if args.estimate:
+        return 0
+    run = not args.report
     out: dict[str, list[dict]] = {"correlation": [], "tuning": []}
     for target in targets:
-        chip_file = _chip_for(args, target, tmp)
+        chip_file = chips[target]
         for name in names:
             if "correlation" in sections:
-                r = correlation(name, sizes[name](), target, chip_file, args)
+                r = correlation(name, sizes[name](), target, chip_file, args, store, run)
                 out["correlation"].append(r)
                 print(f"# {target:24s} {name:10s} spearman {r['spearman']:.3f} over {r['ok']} of "
-                      f"{r['candidates']} (modeled/measured median {r['modeled_over_measured']:.2f}, "
-                      f"{r['seconds']:.0f} s)", flush=True)  # fmt: skip
+                      f"{r['candidates']} ({r['measured_now']} measured now, {r['missing']} missing; "
+                      f"modeled/measured median {r['modeled_over_measured']:.2f}, {r['seconds']:.0f} s)",
+                      flush=True)  # fmt: skip
             if "tuning" in sections:
-                r = sim_vs_real(name, sizes[name](), target, chip_file, args, tmp)
-                out["tuning"].append(r)
-                print(f"# {target:24s} {name:10s} tuned on sim: {r['sim_pick_s'] * 1e3:.3f} ms, on the "
-                      f"real target: {r['real_pick_s'] * 1e3:.3f} ms, ratio {r['ratio']:.2f}",
+                key = _tuning_key(name, target, chip_file, args)
+                got = store.tuning(key)
+                if got is None and run:
+                    got = sim_vs_real(name, sizes[name](), target, chip_file, args, tmp)
+                    store.add_tuning(key, got)
+                if got is None:
+                    continue
+                out["tuning"].append(got)
+                print(f"# {target:24s} {name:10s} tuned on sim: {got['sim_pick_s'] * 1e3:.3f} ms, on the "
+                      f"real target: {got['real_pick_s'] * 1e3:.3f} ms, ratio {got['ratio']:.2f}",
                       flush=True)  # fmt: skip
     print()
     if out["correlation"]:
         print("Spearman rank correlation, modeled vs measured (goal >= 0.8)")
         for r in out["correlation"]:
-            where = f"({r['ok']} candidates, {r['chip']})"
+            short = f", {r['missing']} not measured" if r["missing"] else ""
+            where = f"({r['ok']} candidates{short}, {r['chip']})"
             print(f"  {r['target']:24s} {r['workload']:10s} {r['spearman']:6.3f}  {where}")
         rhos = [r["spearman"] for r in out["correlation"] if r["spearman"] == r["spearman"]]
         if rhos:

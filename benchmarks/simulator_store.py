@@ -1,0 +1,104 @@
+"""What benchmarks/simulator.py keeps between runs, so that a rerun measures nothing twice.
+
+One JSON-lines file (``--store``), each line versioned (``"v": 1``) and of one kind:
+
+- ``measured``: one candidate's measured time on a real target, keyed by the piece it belongs to
+  (workload, sizes, target, threads, repeats) and the hash of its lowered loop IR (``ir``), so a change
+  to the sketch or to lowering that yields another kernel is measured anew, while a change to the model
+  re-predicts the stored kernels without timing any of them. ``seconds``: the wall time its batch took
+  a candidate (compile, check, time), for ``--estimate``.
+- ``tuning``: one finished tuning piece (workload, target, chip file content, trials, seed, threads,
+  batch size, model version) with both picks' times.
+
+Lines from a run cut short are kept (each batch is appended when it is done); a line that does not
+parse (cut mid-write) or has an unknown version is skipped.
+
+Example::
+
+    store = Store(Path("sim_bench.jsonl"))
+    store.add_measured(piece, ir_hash, cost_s, seconds=0.4)
+    store.measured(piece).get(ir_hash)        # {"cost": ..., "seconds": ...}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+VERSION = 1
+
+
+def ir_hash(text: str) -> str:
+    """The key of one candidate: its printed loop IR (the kernel the target compiles)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def measure_key(workload: str, sizes: str, target: str, threads: int | None, repeat: int) -> str:
+    return f"{workload}|{sizes}|{target}|t{threads or 0}|r{repeat}"
+
+
+def tuning_key(workload: str, sizes: str, target: str, chip_sha: str, trials: int, seed: int,
+               threads: int | None, batch: int, model: int) -> str:  # fmt: skip
+    return f"{workload}|{sizes}|{target}|{chip_sha}|n{trials}|s{seed}|t{threads or 0}|b{batch}|m{model}"
+
+
+class Store:
+    """The measured candidates and finished tuning pieces of one store file (appended as they come)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._measured: dict[str, dict[str, dict[str, Any]]] = {}
+        self._tuning: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                    if rec.get("v") != VERSION:
+                        continue
+                    if rec["kind"] == "measured":
+                        self._measured.setdefault(rec["key"], {})[rec["ir"]] = rec
+                    elif rec["kind"] == "tuning":
+                        self._tuning[rec["key"]] = rec
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
+
+    def _append(self, rec: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    def measured(self, key: str) -> dict[str, dict[str, Any]]:
+        """The stored candidates of one piece: ir hash -> {"cost": seconds or None (failed), ...}."""
+        return self._measured.get(key, {})
+
+    def add_measured(self, key: str, ir: str, cost: float | None, seconds: float, error: str = "") -> None:
+        rec = {"v": VERSION, "kind": "measured", "key": key, "ir": ir, "cost": cost, "seconds": seconds}
+        if error:
+            rec["error"] = error[:200]
+        self._measured.setdefault(key, {})[ir] = rec
+        self._append(rec)
+
+    def tuning(self, key: str) -> dict[str, Any] | None:
+        return self._tuning.get(key)
+
+    def add_tuning(self, key: str, result: dict[str, Any]) -> None:
+        rec = {"v": VERSION, "kind": "tuning", "key": key, **result}
+        self._tuning[key] = rec
+        self._append(rec)
+
+    def seconds_per_candidate(self, key: str) -> float | None:
+        """The median wall time a stored candidate of this piece took, None when none is stored."""
+        got = [
+            r["seconds"] for r in self.measured(key).values() if isinstance(r.get("seconds"), (int, float))
+        ]
+        return statistics.median(got) if got else None
+
+    def seconds_per_trial(self, workload: str, target: str, sizes: str) -> float | None:
+        """Over the stored tuning pieces of this workload and target: wall seconds per tuning trial."""
+        prefix = f"{workload}|{sizes}|{target}|"
+        runs = [r for k, r in self._tuning.items() if k.startswith(prefix) and r.get("seconds")]
+        trials = sum(2 * r["trials"] for r in runs)  # a piece tunes twice: on the simulator, on the target
+        return sum(r["seconds"] for r in runs) / trials if trials else None

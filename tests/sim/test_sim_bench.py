@@ -1,0 +1,88 @@
+"""benchmarks/simulator.py resumes: candidates measured once are kept in the store and a rerun measures
+only the new ones (a model change re-predicts them, timing nothing); ``--estimate`` lists the pieces
+still to run with their minutes, ``--report`` measures nothing; lines cut short or of another version
+are skipped."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar
+
+import pytest
+
+from autosched.measure.result import MeasureResult
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("simulator_bench", ROOT / "benchmarks" / "simulator.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class FakeMeasurer:
+    """Times each candidate as its position in the batch (no kernel runs); counts what it was asked."""
+
+    asked: ClassVar[list[int]] = []
+
+    def __enter__(self) -> FakeMeasurer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def measure(self, task: Any, traces: list) -> list[MeasureResult]:
+        FakeMeasurer.asked.append(len(traces))
+        return [MeasureResult(costs=(1e-6 * (i + 1),)) for i in range(len(traces))]
+
+
+def _args(bench: ModuleType, store: Path, *extra: str) -> list[str]:
+    return ["--quick", "--workloads", "layer_norm", "--targets", "llvm-cpu", "--sections", "correlation",
+            "--candidates", "5", "--threads", "1", "--store", str(store), *extra]  # fmt: skip
+
+
+def test_a_rerun_measures_only_what_is_not_stored(tmp_path, bench, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "_measurer", lambda target, args: FakeMeasurer())
+    store = tmp_path / "store.jsonl"
+    FakeMeasurer.asked = []
+    assert bench.main(_args(bench, store, "--estimate")) == 0
+    assert "correlation llvm-cpu" in capsys.readouterr().out and FakeMeasurer.asked == []
+    bench.main(_args(bench, store))
+    assert sum(FakeMeasurer.asked) == 5
+    lines = [json.loads(x) for x in store.read_text().splitlines()]
+    assert len(lines) == 5 and all(x["v"] == 1 and x["kind"] == "measured" for x in lines)
+    capsys.readouterr()
+    bench.main(_args(bench, store))  # all stored: nothing measured, the figure printed again
+    out = capsys.readouterr().out
+    assert sum(FakeMeasurer.asked) == 5 and "0 measured now" in out and "nothing to run" in out
+    bench.main(_args(bench, store, "--candidates", "7"))  # two more: only those
+    assert sum(FakeMeasurer.asked) == 7
+
+
+def test_report_measures_nothing_and_says_what_is_missing(tmp_path, bench, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "_measurer", lambda target, args: FakeMeasurer())
+    FakeMeasurer.asked = []
+    bench.main(_args(bench, tmp_path / "s.jsonl", "--report"))
+    out = capsys.readouterr().out
+    assert FakeMeasurer.asked == [] and "5 missing" in out and "1 piece(s) to run" in out
+
+
+def test_the_store_skips_lines_cut_short_or_of_another_version(tmp_path, bench):
+    path = tmp_path / "s.jsonl"
+    good = {"v": 1, "kind": "measured", "key": "k", "ir": "a", "cost": 2e-6, "seconds": 0.5}
+    other = {**good, "v": 99, "ir": "b"}
+    path.write_text(json.dumps(good) + "\n" + json.dumps(other) + "\n" + json.dumps(good)[:20] + "\n")
+    store = bench.Store(path)
+    assert set(store.measured("k")) == {"a"} and store.seconds_per_candidate("k") == 0.5
+    store.add_tuning("t", {"trials": 8, "seconds": 32.0, "ratio": 0.9})
+    again = bench.Store(path)
+    assert again.tuning("t")["ratio"] == 0.9 and again.seconds_per_trial("w", "x", "quick") is None
