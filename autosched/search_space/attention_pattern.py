@@ -91,8 +91,9 @@ def _unguarded(e: Expr, reducer: str) -> tuple[Expr, bool]:
     x, lit, other = e.cond.a, e.cond.b, e.f
     if not (isinstance(lit, Const) and lit.value == a and isinstance(e.t, Const) and e.t.value == b):
         return e, False
-    same = isinstance(x, TensorRead) and isinstance(other, TensorRead) and x.tensor is other.tensor
-    if not same or any(p is not q for p, q in zip(x.indices, other.indices)):  # type: ignore[union-attr]
+    if not isinstance(x, TensorRead) or not isinstance(other, TensorRead) or x.tensor is not other.tensor:
+        return e, False
+    if any(p is not q for p, q in zip(x.indices, other.indices)):
         return e, False
     return other, True
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,7 +49,7 @@ def masked_inputs(args, seed=0):
     return arrays
 
 
-def numpy_zero_rows(q, k, v, mask, causal=False):
+def numpy_zero_rows(q, k, v, mask, *, causal=False):
     reps = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, reps, axis=1), np.repeat(v, reps, axis=1)
     s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1]) + mask
@@ -61,7 +62,7 @@ def numpy_zero_rows(q, k, v, mask, causal=False):
     return (e / np.where(total == 0, 1.0, total)) @ v
 
 
-CASES = {
+CASES: dict[str, dict[str, Any]] = {
     "mask_19x45": dict(S=19, L=45),
     "mask_causal_100": dict(S=100, L=100, causal=True),
     "mask_gqa": dict(H=4, Hkv=2, S=33, L=70),
@@ -75,7 +76,9 @@ def test_wholly_masked_rows_give_zeros_default_and_sampled(name):
     args = make(**CASES[name])
     arrays = masked_inputs(args)
     (ref,) = evaluate(args[-1:], dict(zip(args[:-1], arrays)))
-    np.testing.assert_allclose(ref, numpy_zero_rows(*arrays, CASES[name].get("causal", False)), atol=1e-5)
+    np.testing.assert_allclose(
+        ref, numpy_zero_rows(*arrays, causal=CASES[name].get("causal", False)), atol=1e-5
+    )
     assert not ref[:, 0, 0].any()  # a wholly masked row: zeros, not NaN
     s = default_schedule(args[-1:])
     assert [st.primitive for st in s.trace].count("flash_attention") == 1
