@@ -59,3 +59,21 @@ def test_classifier_samples_match_numpy(row_by_row: bool) -> None:
         sch, d = policy.sample(rng, {"dense/matrix_vector": row_by_row})
         assert d["dense/matrix_vector"] is row_by_row
         assert_matches_numpy(sch, args, seed=seed)
+
+
+def test_new_decisions_replay_from_a_logged_trace() -> None:
+    """A tuning log keeps traces: channel lanes under an epilogue (the conv's copy inlined after its
+    cache_write) and a row-by-row classifier rebuild from JSON and still match numpy."""
+    import json
+
+    from autosched.search_space.schedule import replay
+    from autosched.search_space.trace import trace_from_json, trace_to_json
+
+    cases = [
+        (with_epilogue(depthwise(C=32, H=8, W=8, onnx=True)), {"conv2d.local/vector_axis": "ff"}),
+        (make_dense(1, 40, 96, bias=True, activation=None), {"dense/matrix_vector": True}),
+    ]
+    for args, given in cases:
+        sch, _ = SketchPolicy([args[-1]], lanes=16).sample(random.Random(1), given)
+        trace = trace_from_json(json.loads(json.dumps(trace_to_json(sch.trace))))
+        assert_matches_numpy(replay([args[-1]], trace), args, seed=3)
