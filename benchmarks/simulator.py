@@ -168,7 +168,7 @@ def correlation(name: str, tensors: list, target: str, chip_file: str, args: arg
     cands = sample_candidates(name, tensors, chip_file, args)
     key = measure_key(name, args.sizes, target, args.threads, args.repeat)
     stored = store.measured(key)
-    todo = [c for c in cands if c[2] not in stored]
+    todo = [c for c in cands if args.again or c[2] not in stored]
     start = time.perf_counter()
     if todo and run:
         inst = WorkloadInstance(name, {}, tuple(tensors))
@@ -267,7 +267,9 @@ def plan(args: argparse.Namespace, store: Store, names: list[str], targets: list
         for name in names:
             if "correlation" in sections:
                 key = measure_key(name, args.sizes, target, args.threads, args.repeat)
-                missing = max(0, args.candidates - len(store.measured(key)))
+                missing = (
+                    args.candidates if args.again else max(0, args.candidates - len(store.measured(key)))
+                )
                 each = store.seconds_per_candidate(key) or SECONDS["candidate"][args.sizes]
                 if missing:
                     out.append(("correlation", target, name, missing * each))
@@ -308,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="also write the raw results (every time pair) to this file")
     p.add_argument("--store", help="measured candidates and finished tuning pieces, reused by reruns "
                    "(default ~/.cache/autosched/simulator_bench[_quick].jsonl)")  # fmt: skip
+    p.add_argument(
+        "--again", action="store_true", help="measure stored candidates again (each keeps its least)"
+    )
     p.add_argument("--estimate", action="store_true", help="print the pieces still to run, minutes each")
     p.add_argument("--report", action="store_true", help="print the figures from the store; measure nothing")
     args = p.parse_args(argv)

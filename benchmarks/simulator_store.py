@@ -5,7 +5,8 @@ One JSON-lines file (``--store``), each line versioned (``"v": 1``) and of one k
 - ``measured``: one candidate's measured time on a real target, keyed by the piece it belongs to
   (workload, sizes, target, threads, repeats) and the hash of its lowered loop IR (``ir``), so a change
   to the sketch or to lowering that yields another kernel is measured anew, while a change to the model
-  re-predicts the stored kernels without timing any of them. ``seconds``: the wall time its batch took
+  re-predicts the stored kernels without timing any of them; measured again (``--again``), a candidate
+  keeps its least time. ``seconds``: the wall time its batch took
   a candidate (compile, check, time), for ``--estimate``.
 - ``tuning``: one finished tuning piece (workload, target, chip file content, trials, seed, threads,
   batch size, model version) with both picks' times.
@@ -59,7 +60,7 @@ class Store:
                     if rec.get("v") != VERSION:
                         continue
                     if rec["kind"] == "measured":
-                        self._measured.setdefault(rec["key"], {})[rec["ir"]] = rec
+                        self._keep(rec)
                     elif rec["kind"] == "tuning":
                         self._tuning[rec["key"]] = rec
                 except (ValueError, KeyError, TypeError, AttributeError):
@@ -74,11 +75,18 @@ class Store:
         """The stored candidates of one piece: ir hash -> {"cost": seconds or None (failed), ...}."""
         return self._measured.get(key, {})
 
+    def _keep(self, rec: dict[str, Any]) -> None:
+        """A candidate measured again keeps its least time (another process only makes a run slower)."""
+        piece = self._measured.setdefault(rec["key"], {})
+        old = piece.get(rec["ir"])
+        if old is None or (rec["cost"] is not None and (old["cost"] is None or rec["cost"] < old["cost"])):
+            piece[rec["ir"]] = rec
+
     def add_measured(self, key: str, ir: str, cost: float | None, seconds: float, error: str = "") -> None:
         rec = {"v": VERSION, "kind": "measured", "key": key, "ir": ir, "cost": cost, "seconds": seconds}
         if error:
             rec["error"] = error[:200]
-        self._measured.setdefault(key, {})[ir] = rec
+        self._keep(rec)
         self._append(rec)
 
     def tuning(self, key: str) -> dict[str, Any] | None:

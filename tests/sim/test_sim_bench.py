@@ -68,6 +68,17 @@ def test_a_rerun_measures_only_what_is_not_stored(tmp_path, bench, monkeypatch, 
     assert sum(FakeMeasurer.asked) == 7
 
 
+def test_measured_again_a_candidate_keeps_its_least_time(tmp_path, bench):
+    store = bench.Store(tmp_path / "s.jsonl")
+    store.add_measured("k", "a", 3e-6, 0.5)
+    store.add_measured("k", "a", 2e-6, 0.5)
+    store.add_measured("k", "a", 4e-6, 0.5)
+    store.add_measured("k", "b", None, 0.5, "wrong_result: max abs error 1")
+    store.add_measured("k", "b", 5e-6, 0.5)
+    again = bench.Store(tmp_path / "s.jsonl")
+    assert again.measured("k")["a"]["cost"] == 2e-6 and again.measured("k")["b"]["cost"] == 5e-6
+
+
 def test_report_measures_nothing_and_says_what_is_missing(tmp_path, bench, monkeypatch, capsys):
     monkeypatch.setattr(bench, "_measurer", lambda target, args: FakeMeasurer())
     FakeMeasurer.asked = []
