@@ -140,14 +140,39 @@ def match_chain(out: Operation) -> Chain | None:
     *lead, i, e = out.axis
     kv = red.axes[0]
     for pf, vf in ((src.a, src.b), (src.b, src.a)):
-        found = _match_probs(_strip(_inline(pf)), lead, i, kv)
-        if found is not None:
+        probs, nan_zeroed = _nan_zeroed(_strip(_inline(pf)))
+        found = _match_probs(probs, lead, i, kv)
+        if found is not None and not (nan_zeroed and found[5]):
             values = _inline(vf)
             if _uses(values, i):
                 return None
             qk, row_max, row_sum, scores, qk_read, zero_rows = found
-            return Chain(out, qk, row_max, row_sum, scores, qk_read, values, zero_rows)
+            return Chain(out, qk, row_max, row_sum, scores, qk_read, values, zero_rows or nan_zeroed)
     return None
+
+
+def _nan_zeroed(p: Expr) -> tuple[Expr, bool]:
+    """``(P, True)`` when ``p`` is ``isnan(P) ? 0 : P``, as torch exports scaled_dot_product_attention
+    (Softmax, IsNaN, Where): with finite Q and K a softmax is NaN only in a row whose every score is -inf,
+    so this is the zero-row softmax."""
+    if not isinstance(p, Select) or not (isinstance(p.t, Const) and p.t.value == 0.0):
+        return p, False
+    cond = p.cond
+    while True:  # the frontend's bool encodings: c != 0, c ? 1 : 0, casts
+        if isinstance(cond, Compare) and cond.op == "!=" and isinstance(cond.b, Const) and cond.b.value == 0:
+            cond = cond.a
+        elif isinstance(cond, Select) and isinstance(cond.t, Const) and isinstance(cond.f, Const):
+            if (cond.t.value, cond.f.value) != (1, 0):
+                return p, False
+            cond = cond.cond
+        elif isinstance(cond, Cast):
+            cond = cond.value
+        else:
+            break
+    body = _strip(p.f)
+    if not isinstance(cond, Compare) or cond.op != "!=" or not _same(cond.a, cond.b, {}):
+        return p, False
+    return (body, True) if _same(_strip(cond.a), body, {}) else (p, False)
 
 
 def _uses(e: Expr, *vs: Var) -> bool:

@@ -257,3 +257,42 @@ def test_where_masked_attention_of_batch_two_is_one_flash_task():
         warnings.simplefilter("ignore")
         got = compile_model(graph).run(feeds)["y"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_nan_zeroed_softmax_is_the_zero_row_form():
+    """torch exports scaled_dot_product_attention as Softmax, then Where(IsNaN(p), 0, p): with a constant
+    0 that is the zero-row softmax, fused as one flash task; a wholly masked query gives zeros."""
+    q = te.placeholder((1, 2, 21, 8), "float32", name="q")
+    k = te.placeholder((1, 2, 21, 8), "float32", name="k")
+    v = te.placeholder((1, 2, 21, 8), "float32", name="v")
+    mask = te.placeholder((1, 1, 21, 21), "float32", name="mask")
+    d = te.reduce_axis((0, 8), name="d")
+    qk = te.compute(
+        (1, 2, 21, 21), lambda b, h, i, j: te.sum(q[0, h, i, d] * k[0, h, j, d], axis=d), name="MatMul"
+    )
+    x = topi.add(topi.multiply(qk, 0.35, name="Mul"), mask, name="Add")
+    p = topi.softmax(x, name="Softmax")
+    zeroed = te.compute(p.shape, lambda *i: te.if_then_else(p[i] != p[i], te.const(0.0), p[i]), name="Where")
+    kv = te.reduce_axis((0, 21), name="kv")
+    out = te.compute(
+        (1, 2, 21, 8), lambda b, h, i, e: te.sum(zeroed[0, h, i, kv] * v[0, h, kv, e], axis=kv), name="ctx"
+    )
+    hidden = np.where(np.random.default_rng(2).random((1, 1, 21, 21)) < 0.3, -np.inf, 0.0)
+    hidden[..., 4, :] = -np.inf
+    graph = Graph(
+        "sdpa",
+        tuple(Input(t.name, t, "float32") for t in (q, k, v)),
+        (Output("out", out, "float32"),),
+        {mask.op: hidden.astype("float32")},
+    )
+    chain = match_chain(out.op)
+    assert chain is not None and chain.zero_rows
+    tg = extract_tasks(graph)
+    assert len(tg.tasks) == 1 and flash_tasks(tg) == [0]
+    inputs = random_inputs(graph)
+    want = reference_outputs(graph, inputs)["out"]
+    assert not want[0, :, 4].any() and not np.isnan(want).any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = compile_model(graph).run(inputs)["out"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
