@@ -66,8 +66,10 @@ class TilingRules(BuilderBase):
             inner.append(i1)
         consumer.reorder(*outer0, *outer1, *inner)
         producer.compute_at(consumer, outer1[-1])
-        # Channels in lanes read the weight across K: packed, that is one vector load, else a gather.
-        pack_options = (True,) if perm[-1] != len(perm) - 1 else (False, True)
+        # Channels in lanes read the weight across K: packed, that is one vector load, else a gather;
+        # a weight stored K-last already (graph/weight_layout.py) is whole vectors in place: optional.
+        as_is = all(layout is None for _, layout in self.packable(p_op))
+        pack_options = (True,) if perm[-1] != len(perm) - 1 and not as_is else (False, True)
         if self.packable(p_op) and self.choose(f"{name}/pack", pack_options):
             # Copy the reused input's tile into a contiguous buffer once per outer tile (BLIS packing).
             for t, layout in self.packable(p_op):
@@ -128,16 +130,19 @@ class TilingRules(BuilderBase):
         found = []
         for d, a in enumerate(op.axis[:-1]):
             users = [r for r in reads if any(v is a for i in r.indices for v in walk(i))]
-            plain = all(
-                any(plain_index(i, a) for i in r.indices)
-                and sum(any(v is a for v in walk(i)) for i in r.indices) == 1
-                for r in users
+            alone = all(sum(any(v is a for v in walk(i)) for i in r.indices) == 1 for r in users)
+            # some input is the same on every lane (a conv's data), the others read the axis as an index
+            # of its own (a 1x1 conv's yy + ry, ry of extent 1, is a row of the data: no channel)
+            broadcast = len(users) < len(reads) and all(any(i is a for i in r.indices) for r in users)
+            # A depthwise conv's channel: read by every input (ONNX's at ((ff // 1) * 1) + rc), the data
+            # through a window, then packed with this axis last (packable); whole vectors only.
+            depthwise = (
+                len(users) == len(reads)
+                and a.extent % self.p.lanes == 0
+                and all(any(plain_index(i, a) for i in r.indices) for r in users)
+                and bool(self.window_reads(op, a))
             )
-            broadcast = len(users) < len(reads)  # some input is the same on every lane (a conv's data)
-            # A depthwise conv's channel: read by every input, the data through a window, which is then
-            # packed with this axis last (packable); whole vectors only, no lane tail.
-            depthwise = len(users) == len(reads) and a.extent % self.p.lanes == 0 and self.window_reads(op, a)
-            if a.extent >= self.p.lanes and users and plain and (broadcast or depthwise):
+            if a.extent >= self.p.lanes and users and alone and (broadcast or depthwise):
                 found.append(d)
         return found
 
