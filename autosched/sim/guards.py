@@ -4,14 +4,18 @@ Lowering guards padding and non-dividing splits with conditions on loop variable
 each branch by the share of iterations that take it, estimated on sampled points of the loops around
 it (integer arithmetic with the IR's floor semantics). Anything it cannot evaluate counts as true.
 
+Testing a condition costs instructions too (:func:`guard_uops`), charged to the stores under it.
+
 Example: ``share = guard_share(if_stmt.cond, loops)      # 0.96 for a padding check``
 """
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
+from ..codegen.llvm_vector import depends_on
 from ..lower.ir import For
 from ..te.expr import Binary, Cast, Compare, Const, Expr, Logical, Not, Var
 
@@ -69,3 +73,20 @@ def guard_share(cond: Expr, loops: list[For], seed: int = 0) -> float:
         except (_Opaque, KeyError, TypeError, ZeroDivisionError):
             return 1.0
     return hits / SAMPLES
+
+
+def guard_uops(guards: tuple[tuple[Expr, int], ...], loops: list[For], auto: For | None, inner: Var | None,
+               lanes: int) -> float:  # fmt: skip
+    """Instructions of the conditions tested on the way to a store (each with the number of ``loops``
+    around it), at every iteration of those loops: a compare fused with its branch where the condition
+    varies over the innermost real loop ``inner`` (its affine arithmetic is induction variables, LSR),
+    nothing where it does not (unswitched or hoisted); inside the loop ``auto`` that LLVM vectorizes, a
+    mask compare per vector of ``lanes``."""
+    total = 0.0
+    for cond, depth in guards:
+        around = loops[:depth]
+        if inner is None or not any(lp.var is inner for lp in around) or not depends_on(cond, inner):
+            continue
+        n = float(math.prod(lp.extent for lp in around if lp.kind != "vectorized"))
+        total += n / lanes if auto is not None and auto in around else n
+    return total

@@ -31,14 +31,14 @@ from ..codegen.llvm_vector import affine_index, why_not_vectorizable
 from ..lower.ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from ..lower.stmt_visit import walk_stmts
 from .chip import ChipSpec
-from .guards import guard_share
+from .guards import guard_share, guard_uops
 from .ops import count_ops, guarded_load
 from .reuse import DTYPE_BYTES, Access, accesses
 from .traffic import cache_traffic
 
 # Bumped whenever a change to the model (or its calibration) changes modeled times: it is part of a
 # simulated chip's fingerprint, so a resumed log never mixes the times of two models.
-SIM_MODEL_VERSION = 3
+SIM_MODEL_VERSION = 4
 HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
 
 
@@ -119,31 +119,32 @@ class _Model:
         self.heap_allocs = 0.0
         self.total_bytes = 0
 
-    def visit(self, s: Stmt, loops: list[For], weight: float = 1.0) -> None:
-        """``weight``: the share of the loops' iterations that reach ``s`` (guards)."""
+    def visit(self, s: Stmt, loops: list[For], weight: float = 1.0, guards: tuple = ()) -> None:
+        """``weight``: the share of the loops' iterations that reach ``s``; ``guards``: the conditions
+        tested on the way, each with the number of loops around it."""
         if isinstance(s, For):
             if s.extent <= 0:
                 return
             if s.kind == "parallel" and not any(lp.kind == "parallel" for lp in loops):
                 self.regions += math.prod(lp.extent for lp in loops)
-            self.visit(s.body, [*loops, s], weight)
+            self.visit(s.body, [*loops, s], weight, guards)
         elif isinstance(s, Seq):
             for x in s.stmts:
-                self.visit(x, loops, weight)
+                self.visit(x, loops, weight, guards)
         elif isinstance(s, IfThenElse):
             share = guard_share(s.cond, loops)
             if share > 0:
-                self.visit(s.then, loops, weight * share)
+                self.visit(s.then, loops, weight * share, (*guards, (s.cond, len(loops))))
             if s.otherwise is not None and share < 1:
-                self.visit(s.otherwise, loops, weight * (1 - share))
+                self.visit(s.otherwise, loops, weight * (1 - share), (*guards, (s.cond, len(loops))))
         elif isinstance(s, Allocate):
             nbytes = s.buffer.size * DTYPE_BYTES.get(s.buffer.dtype, 4)
             if nbytes > HEAP_ABOVE_BYTES:
                 self.heap_allocs += math.prod(lp.extent for lp in loops)
             self.total_bytes += nbytes
-            self.visit(s.body, loops, weight)
+            self.visit(s.body, loops, weight, guards)
         elif isinstance(s, Store):
-            st = self.store(s, loops)
+            st = self.store(s, loops, guards)
             if weight < 1:
                 st.bounds = {k: v * weight for k, v in st.bounds.items()}
                 st.seconds *= weight
@@ -161,7 +162,7 @@ class _Model:
         return None
 
     # One store ----------------------------------------------------------------------------------
-    def store(self, s: Store, loops: list[For]) -> StoreTime:
+    def store(self, s: Store, loops: list[For], guards: tuple = ()) -> StoreTime:
         chip, cal = self.chip, self.calib
         lanes = chip.lanes
         n_exec = float(math.prod(lp.extent for lp in loops))
@@ -256,6 +257,7 @@ class _Model:
             iters = n_exec / math.prod(lp.extent for lp in loops[loops.index(real[-1]) + 1 :])
         iters /= lanes if auto_vec else 1
         uops = fp + n_loads + stores + shuffles + cal.loop_uops * iters + groups * int_ops
+        uops += guard_uops(guards, loops, vloop if auto_vec else None, inner, chip.lanes)
         store_cost = cal.spill_store_cycles if spilled else 1.0
         cycles = max(fp / chip.fma_units, n_loads / chip.load_ports, stores * store_cost / chip.store_ports,
                      uops / cal.issue_width)  # fmt: skip

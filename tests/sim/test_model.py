@@ -129,3 +129,23 @@ def test_explain_names_the_dominant_bound():
     text = explain(predict(_matmul_tile(16, 256), CHIP), flops=2 * 256**3)
     assert "bound by" in text and "GFLOP/s" in text and "rocketlake" in text
     assert "spill" in text
+
+
+def _copy_with_guard(on: str | None):
+    """out[j, i] = A[j, i] over i, j (j innermost, strided: scalar code), under ``if (on >= 1)``."""
+    from autosched.lower.ir import IfThenElse, Load, PrimFunc
+
+    i, j = Var("i", "int64"), Var("j", "int64")
+    a, out = Buffer("A", (64, 64), "float32"), Buffer("out", (64, 64), "float32")
+    body: Store | IfThenElse = Store(out, (j, i), Load(a, (j, i), "float32"))
+    if on:
+        body = IfThenElse(Compare(">=", {"i": i, "j": j}[on], Const(1, "int64")), body)
+    return PrimFunc("copy", (a, out), For(i, 64, "serial", For(j, 64, "serial", body)))
+
+
+def test_a_guard_tested_in_the_innermost_loop_costs_instructions():
+    plain = predict(_copy_with_guard(None), CHIP).seconds
+    outer = predict(_copy_with_guard("i"), CHIP).seconds  # invariant in j: unswitched, only its share
+    inner = predict(_copy_with_guard("j"), CHIP).seconds  # a compare and branch at every j
+    assert outer == pytest.approx(plain * 63 / 64, rel=0.05)
+    assert inner > 1.1 * outer
