@@ -9,6 +9,7 @@ a fresh process running one call, above what it held before the call (inputs inc
 
     python benchmarks/attention.py                       # the issue's five rows, 64 trials each
     python benchmarks/attention.py --rows 0 --trials 8 --scale 4   # a quick smoke run
+    python benchmarks/attention.py --mask-cost --threads 1         # masked vs plain flash, 4 x 512 x 64
 
 Each tuning candidate is checked before it is timed: at sequence 512 against the full numpy reference
 of the te program; above that at a few hundred whole output rows, stratified over (batch, head,
@@ -212,6 +213,70 @@ def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:.0f}"
 
 
+MASK_COST_ROW = (4, 512, 64)  # batch x heads, sequence, head size
+
+
+def onnx_flash_kernel(bh: int, seq: int, d: int, mask_shape: tuple[int, ...]) -> Callable[[], Any]:
+    """The default schedule of the flash task of one ONNX Attention with a bool mask of ``mask_shape``
+    (a quarter of the keys hidden), ready to call on random inputs."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from autosched.build import build
+    from autosched.frontend.onnx import from_onnx
+    from autosched.graph.tasks import extract_tasks
+    from autosched.search_space.default import default_schedule
+
+    shapes = {"Q": (1, bh, seq, d), "K": (1, bh, seq, d), "V": (1, bh, seq, d), "M": mask_shape}
+    types = {n: TensorProto.BOOL if n == "M" else TensorProto.FLOAT for n in shapes}
+    node = helper.make_node("Attention", list(shapes), ["Y"])
+    graph = helper.make_graph(
+        [node],
+        "attention",
+        [helper.make_tensor_value_info(n, types[n], s) for n, s in shapes.items()],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, shapes["Q"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    onnx.checker.check_model(model)
+    (task,) = extract_tasks(from_onnx(model)).tasks
+    inst = task.instance
+    fn = build(default_schedule(list(inst.outputs)), list(inst.tensors), "llvm-cpu", name="masked")
+    rng = np.random.default_rng(0)
+    arrays = []
+    for t in inst.tensors:
+        if t.shape == mask_shape:
+            arrays.append((rng.random(mask_shape) >= 0.25).astype(t.dtype))
+        else:
+            arrays.append(rng.standard_normal(t.shape).astype(t.dtype))
+    return lambda: fn(*arrays)
+
+
+def mask_cost(rounds: int, threads: int) -> int:
+    """Plain flash attention against masked ones at MASK_COST_ROW, default schedules, timed in turns."""
+    from autosched.build import build
+    from autosched.search_space.default import default_schedule
+
+    bh, seq, d = MASK_COST_ROW
+    fns: dict[str, Callable[[], Any]] = {}
+    for label, masked in (("plain", False), ("additive mask (B, H, S, L)", True)):
+        inst = instance({"B": 1, "H": bh, "S": seq, "L": seq, "D": d, "masked": masked})
+        fn = build(default_schedule(inst.tensors[-1:], cores=threads), list(inst.tensors), "llvm-cpu")
+        rng = np.random.default_rng(0)
+        arrays = [rng.standard_normal(t.shape).astype("float32") for t in inst.tensors]
+        if masked:
+            arrays[3][rng.random(arrays[3].shape) < 0.25] = -np.inf
+        fns[label] = lambda fn=fn, arrays=arrays: fn(*arrays)
+    fns["ONNX bool key mask (1, 1, 1, L)"] = onnx_flash_kernel(bh, seq, d, (1, 1, 1, seq))
+    fns["ONNX bool mask (S, L)"] = onnx_flash_kernel(bh, seq, d, (seq, seq))
+    times = time_in_turns(fns, rounds, pause_s=0.05)
+    base = times["plain"]
+    print(f"flash attention {bh} x {seq} x {d}, default schedules, {threads} thread(s), {rounds} turns")
+    for name, t in times.items():
+        print(f"  {name:34s} {t * 1e3:8.3f} ms  {t / base:5.2f}x plain")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", default=",".join(str(i) for i in range(len(ROWS))), help="row indices, e.g. 0,2")
@@ -220,11 +285,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--scale", type=int, default=1, help="divide the sequence lengths (smoke runs)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory probes")
+    p.add_argument("--mask-cost", action="store_true", help="time masked against plain flash attention only")
     p.add_argument("--memory-probe", help=argparse.SUPPRESS)
     ns = p.parse_args(argv)
     if ns.memory_probe:
         return memory_probe(ns.memory_probe)
     os.environ.setdefault("OMP_NUM_THREADS", str(ns.threads))
+    if ns.mask_cost:
+        return mask_cost(ns.rounds, ns.threads)
     work = Path(tempfile.mkdtemp(prefix="autosched_attention_"))
     head = ["BH", "seq", "D", "causal", "GQA", "schedule", "autosched ms", "GFLOP/s", "torch ms", "vs torch",
             "numpy ms", "vs numpy", "MiB ours", "MiB torch", "MiB numpy"]  # fmt: skip
