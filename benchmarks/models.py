@@ -47,6 +47,7 @@ from autosched.graph.compiled import compile_model
 from autosched.graph.ort_profile import per_task_comparison, print_per_task
 from autosched.graph.tasks import extract_tasks
 from autosched.graph.tune_model import ModelTuner, compare_with_onnxruntime
+from autosched.graph.weight_layout import channels_last_weights
 from autosched.measure.compare import interleaved_medians
 from autosched.tune import TuneOptions
 
@@ -129,11 +130,20 @@ def trials_to_90(curve: list[tuple[int, float]]) -> int | None:
 
 
 def bench_tuned(
-    name: str, small: bool, out_dir: Path, budgets: list[int], repeat: int, batch: int, per_task: bool = False
+    name: str,
+    small: bool,
+    out_dir: Path,
+    budgets: list[int],
+    repeat: int,
+    batch: int,
+    per_task: bool = False,
+    k_last: bool = False,
 ):
     """Yield one row per budget: the model tuned that far (continuing its log), then raced."""
     path = export_model(name, out_dir, small=small)
     log = out_dir / f"{name}{'_small' if small else ''}.jsonl"
+    transform = channels_last_weights if k_last else None
+    model = channels_last_weights(from_onnx(path)) if k_last else path
     curve: list[tuple[int, float]] = []  # (trials so far, estimated latency) once every task has a result
     done_before, wall = 0, 0.0
     torch_make = {"torch": lambda inputs: _torch_runner(name, small, inputs)}  # torch exported the model
@@ -148,7 +158,7 @@ def bench_tuned(
                 if not missing:
                     curve.append((before + sum(t.trials for t in holder[0].states), latency))
 
-        mt = ModelTuner(path, "llvm-cpu", log, opts, reporter=on_event)
+        mt = ModelTuner(model, "llvm-cpu", log, opts, reporter=on_event)
         holder.append(mt)
         mt.load_previous()
         t0 = time.perf_counter()
@@ -160,7 +170,9 @@ def bench_tuned(
         )
         if per_task:
             best = {t.inst.key: t.best_cost for t in mt.states}
-            rows, rest = per_task_comparison(path, best, threads=THREADS, runs=max(20, repeat))
+            rows, rest = per_task_comparison(
+                path, best, threads=THREADS, runs=max(20, repeat), transform=transform
+            )
             print(f"{name}, {done_before} trials: per task, ours (the log's best x weight) vs ort's profile")
             print_per_task(rows, rest)
         yield {
@@ -196,7 +208,8 @@ def main_tuned(ns: argparse.Namespace) -> int:
     out = Path(ns.keep) if ns.keep else Path(tempfile.mkdtemp(prefix="autosched-models-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in models:
-        for r in bench_tuned(name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task):
+        rows = bench_tuned(name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task, ns.k_last)
+        for r in rows:
             to_90 = r["to_90"] if r["to_90"] is not None else "-"
             print(
                 f"{r['model']:<20} {r['trials']:>6} {r['tuned']:>7} {r['autosched_ms']:>10.2f} "
@@ -223,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", action="store_true", help="also list each model's tasks (weight, MFLOP)")
     p.add_argument("--per-task", action="store_true", help="with --trials: each task against onnxruntime's "
                    "profiled time for the same nodes")  # fmt: skip
+    p.add_argument("--weights-k-last", dest="k_last", action="store_true", help="with --trials: conv weights "
+                   "stored output-channel last at build (autosched.graph.weight_layout)")  # fmt: skip
     p.add_argument("--threads", type=int, help="threads for tuning, autosched, onnxruntime and torch "
                    f"(default: {THREADS}, every core)")  # fmt: skip
     p.add_argument("models", nargs="*", default=list(MODELS), help=f"some of {', '.join(MODELS)}")

@@ -29,13 +29,14 @@ import math
 import os
 import statistics
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .ir import Graph
 from .tasks import TaskGraph, extract_tasks
 
 NCHWC_SUFFIX = "_nchwc"
@@ -185,14 +186,25 @@ def per_task_comparison(
     runs: int = 20,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     seed: int = 5,
+    transform: Callable[[Graph], Graph] | None = None,
 ) -> tuple[list[TaskRow], list[OrtNode]]:
     """(a row per task, in task order; the onnxruntime nodes no task was found for).
 
     ``best``: seconds of one call by task key (a tuner's ``best_cost``); tasks missing from it get nan.
+    ``transform``: the graph pass the tuned model went through (:func:`.weight_layout.channels_last_weights`):
+    its tasks are the imported graph's, in the same order, under other keys.
     """
     from .tune_model import random_model_inputs
 
     tg, value_call, node_call = onnx_task_graph(onnx_path, input_shapes)
+    keys = [t.key for t in tg.tasks]
+    if transform is not None:
+        moved = extract_tasks(transform(tg.graph))
+        if [t.weight for t in moved.tasks] != [t.weight for t in tg.tasks]:
+            raise ValueError(
+                "per_task_comparison: the transform changed the model's tasks, not only their keys"
+            )
+        keys = [t.key for t in moved.tasks]
     times, graph = profile_onnxruntime(
         onnx_path, random_model_inputs(tg.graph, seed), threads=threads, runs=runs
     )
@@ -205,7 +217,7 @@ def per_task_comparison(
     rows = []
     for i, task in enumerate(tg.tasks):
         mine = per_task.get(i, [])
-        seconds = best.get(task.key, math.nan)
+        seconds = best.get(keys[i], math.nan)
         rows.append(
             TaskRow(
                 i,
