@@ -20,8 +20,11 @@ share of the estimated latency).
 
 ``--per-task``: after each budget, each task's weighted best (from the log) against onnxruntime's
 profiled kernel time for the same nodes (``autosched.graph.ort_profile``), its ratio and its share of
-the end-to-end gap. ``--threads 1`` tunes, times and profiles everything on one thread (for a shared
-machine: pin it, e.g. ``taskset -c 1``).
+the end-to-end gap; ``--retime`` also races each task's best kernel against onnxruntime on the same
+nodes cut out of the model (``autosched.graph.task_race``: CPU time at 1 thread, which a shared core
+does not inflate). ``--weights-k-last`` stores conv weights output-channel last at build
+(``autosched.graph.weight_layout``). ``--threads 1`` tunes, times and profiles everything on one
+thread (for a shared machine: pin it, e.g. ``taskset -c 1``).
 
 Run it alone on the machine: anything else running makes the times meaningless. Full sizes at 2000
 trials take hours.
@@ -45,6 +48,7 @@ from export import MODELS, example_inputs, export_model  # benchmarks/models/exp
 from autosched.frontend.onnx import from_onnx
 from autosched.graph.compiled import compile_model
 from autosched.graph.ort_profile import per_task_comparison, print_per_task
+from autosched.graph.task_race import print_races, race_tasks
 from autosched.graph.tasks import extract_tasks
 from autosched.graph.tune_model import ModelTuner, compare_with_onnxruntime
 from autosched.graph.weight_layout import channels_last_weights
@@ -138,6 +142,7 @@ def bench_tuned(
     batch: int,
     per_task: bool = False,
     k_last: bool = False,
+    retime: bool = False,
 ):
     """Yield one row per budget: the model tuned that far (continuing its log), then raced."""
     path = export_model(name, out_dir, small=small)
@@ -175,6 +180,10 @@ def bench_tuned(
             )
             print(f"{name}, {done_before} trials: per task, ours (the log's best x weight) vs ort's profile")
             print_per_task(rows, rest)
+            if retime:  # the log's wall-clock bests against CPU time in turns: see graph/task_race.py
+                traces = {t.inst.key: t.best_trace for t in mt.states if t.best_trace is not None}
+                print(f"{name}, {done_before} trials: each task's best re-timed against ort on its nodes")
+                print_races(race_tasks(path, traces, threads=THREADS, transform=transform))
         yield {
             "model": f"{name}{' (small)' if small else ''}",
             "trials": done_before,
@@ -208,7 +217,9 @@ def main_tuned(ns: argparse.Namespace) -> int:
     out = Path(ns.keep) if ns.keep else Path(tempfile.mkdtemp(prefix="autosched-models-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in models:
-        rows = bench_tuned(name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task, ns.k_last)
+        rows = bench_tuned(
+            name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task, ns.k_last, ns.retime
+        )
         for r in rows:
             to_90 = r["to_90"] if r["to_90"] is not None else "-"
             print(
@@ -236,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", action="store_true", help="also list each model's tasks (weight, MFLOP)")
     p.add_argument("--per-task", action="store_true", help="with --trials: each task against onnxruntime's "
                    "profiled time for the same nodes")  # fmt: skip
+    p.add_argument("--retime", action="store_true", help="with --per-task: race each task's best against "
+                   "onnxruntime on its nodes, CPU time in turns at 1 thread")  # fmt: skip
     p.add_argument("--weights-k-last", dest="k_last", action="store_true", help="with --trials: conv weights "
                    "stored output-channel last at build (autosched.graph.weight_layout)")  # fmt: skip
     p.add_argument("--threads", type=int, help="threads for tuning, autosched, onnxruntime and torch "

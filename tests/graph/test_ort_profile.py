@@ -121,3 +121,23 @@ def test_every_profiled_node_of_a_tiny_resnet_lands_on_its_task(tmp_path):
     print_per_task(rows, rest, file=out)
     text = out.getvalue()
     assert all(r.name[:34] in text for r in rows) and "total" in text
+
+
+@pytest.mark.skipif(missing("onnx", "onnxruntime") is not None, reason="onnx or onnxruntime is not installed")
+def test_each_task_races_onnxruntime_on_its_own_nodes(tmp_path):
+    from autosched.graph.task_race import print_races, race_tasks
+    from autosched.hai.registry import get_adapter
+    from autosched.search_space.default import default_trace
+    from autosched.target import parse_target
+
+    path = _tiny_resnet(tmp_path / "tiny_resnet.onnx")
+    tg, _, _ = onnx_task_graph(path)
+    adapter = get_adapter(parse_target("llvm-cpu"))
+    traces = {t.key: default_trace(list(t.instance.outputs), adapter, 1) for t in tg.tasks[1:]}
+    rows = race_tasks(path, traces, threads=1, rounds=2, block=1)
+    assert [r.name for r in rows] == [t.name for t in tg.tasks]
+    assert all(r.ort_s > 0 for r in rows)
+    assert math.isnan(rows[0].ours_s) and all(r.ours_s > 0 and r.ratio > 0 for r in rows[1:])  # no trace: nan
+    out = io.StringIO()
+    print_races(rows, file=out)
+    assert "weighted sum" in out.getvalue()
