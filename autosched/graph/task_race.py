@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -91,14 +92,14 @@ def race_tasks(
                 x.name: rng.standard_normal([int(d) for d in x.shape]).astype("float32")
                 for x in session.get_inputs()
             }
-            contenders: list[Callable[[], Any]] = [lambda s=session, f=feed: s.run(None, f)]
+            contenders: list[Callable[[], Any]] = [partial(session.run, None, feed)]
             inst = tuned.tasks[i].instance
             trace = traces.get(inst.key)
             if trace is not None:
                 tensors = list(inst.tensors)
                 kernel = build(replay(list(inst.outputs), trace), tensors, "llvm-cpu")
                 args = [rng.standard_normal(tuple(t.shape)).astype(t.dtype) for t in tensors]
-                contenders.append(lambda k=kernel, a=args: k(*a))
+                contenders.append(partial(kernel, *args))
             times = _in_turns(contenders, rounds, block, clock)
             ours = times[1] if trace is not None else float("nan")
             rows.append(
