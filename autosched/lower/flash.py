@@ -133,7 +133,8 @@ class FlashLowerer(Lowerer):
         tt = Buffer(f"{p.out}.tile", (r, tile), "float32", "local")
         at = Buffer(f"{p.out}.ptile", (rp, w * pc), "float32", "local")
         locals_ = (qp, acc, mrow, lrow, sc, red, pmax, stat, tt, at)
-        state = RowState(acc, mrow, lrow, sc, pmax, red, stat, E, w, p.hides_rows, p.zero_rows)
+        floor = p.hides_rows or p.causal_offset is not None
+        state = RowState(acc, mrow, lrow, sc, pmax, red, stat, E, w, p.hides_rows, p.zero_rows, floor)
         obuf = self.info[p.out].buffer
         assert obuf is not None
         causal = p.causal_offset

@@ -100,8 +100,9 @@ def test_masked_blocks_that_do_not_divide(config):
 
 
 def _guards(args):
+    """(the rescale guard, the zero-row divide, the exp floor) in the default nest of ``args``."""
     text = format_func(lower(default_schedule(args[-1:]), args, "att"))
-    return "== -inf" in text, "== 0.0), 1.0" in text
+    return "== -inf" in text, "== 0.0), 1.0" in text, "< -87.0" in text
 
 
 def test_guards_only_where_a_row_can_be_hidden():
@@ -111,11 +112,11 @@ def test_guards_only_where_a_row_can_be_hidden():
         out = topi.scaled_dot_product_attention(q, k, k, causal=causal)
         (pattern,) = find_attentions(create_schedule([out]))
         assert not pattern.hides_rows and not pattern.zero_rows
-        assert _guards([q, k, out]) == (False, False)
+        assert _guards([q, k, out]) == (False, False, causal)  # causal -inf scores: exp's floor
     args = make(S=17, L=17)
     (pattern,) = find_attentions(create_schedule(args[-1:]))
     assert pattern.zero_rows and pattern.hides_rows
-    assert _guards(args) == (True, True)
+    assert _guards(args) == (True, True, True)
 
 
 def test_an_unguarded_softmax_under_a_mask_still_guards_the_rescale():

@@ -125,13 +125,14 @@ def mask_bias(node: Node, shape: tuple[int, ...], past_len: int, dtype: str) -> 
         total: Any = zero
         if mask is not None:
             mlen = mask.shape[-1]
-            jj = te.min(j, mlen - 1)
+            padded = mlen < skv  # keys past the mask are masked; no test per score where none are
+            jj = te.min(j, mlen - 1) if padded else j
             m = broadcast_read(mask, (b, h, i, jj)) if mask.ndim > 1 or mlen > 1 else mask[0]
             inside = j < mlen
             if is_bool:
-                allowed.append(te.all(inside, m != 0))
+                allowed.append(te.all(inside, m != 0) if padded else m != 0)
             else:
-                total = te.if_then_else(inside, m, neg_inf)
+                total = te.if_then_else(inside, m, neg_inf) if padded else m
         offset: Any = past_len
         if nonpad is not None:
             offset = te.cast("int32", nonpad[b]) - sq
