@@ -69,7 +69,7 @@ def test_new_decisions_replay_from_a_logged_trace() -> None:
     from autosched.search_space.schedule import replay
     from autosched.search_space.trace import trace_from_json, trace_to_json
 
-    cases = [
+    cases: list[tuple[list, dict[str, object]]] = [
         (with_epilogue(depthwise(C=32, H=8, W=8, onnx=True)), {"conv2d.local/vector_axis": "ff"}),
         (make_dense(1, 40, 96, bias=True, activation=None), {"dense/matrix_vector": True}),
     ]

@@ -12,7 +12,7 @@ import pytest
 from autosched import te
 from autosched.search_space.sketch import SketchPolicy
 from autosched.search_space.sketch_base import plain_index
-from autosched.te.tensor import Tensor
+from autosched.te.tensor import ComputeOp, Tensor
 from autosched.topi.workloads import make_conv2d, make_depthwise_conv2d
 
 
@@ -83,6 +83,7 @@ def test_depthwise_channel_lanes_pack_data_and_weight_channels_last() -> None:
     (write,) = [st for st in sch.trace if st.primitive == "cache_write"]
     assert write.args == ("local", (0, 2, 3, 1))
     local = sch["depthwise_conv2d.local"]
+    assert isinstance(local.op, ComputeOp)
     assert [a.name for a in local.op.axis] == ["nn", "yy", "xx", "cc"]
     last = local.leaves[-1]
     assert last.name.startswith("cc") and local.annotations[last.name] == "vectorized"
@@ -112,13 +113,16 @@ def test_an_epilogue_reads_the_channels_last_accumulator() -> None:
 def test_plain_index_sees_through_onnx_depthwise_indexing() -> None:
     *_, out = make_conv2d(C=16, K=16, H=6, W=6, groups=16)
     op = out.op
+    assert isinstance(op, ComputeOp)
     nn, ff = op.axis[0], op.axis[1]
     (data_read,) = [r for r in _reads(op) if r.tensor.op.name == "pad"]
     assert plain_index(data_read.indices[1], ff)  # ((ff // 1) * 1) + rc, rc of extent 1
     assert plain_index(ff, ff) and not plain_index(nn, ff)
     *_, grouped = make_conv2d(C=32, K=32, H=6, W=6, groups=2)
-    (g_read,) = [r for r in _reads(grouped.op) if r.tensor.op.name == "pad"]
-    assert not plain_index(g_read.indices[1], grouped.op.axis[1])  # (ff // 16) * 16 + rc
+    g_op = grouped.op
+    assert isinstance(g_op, ComputeOp)
+    (g_read,) = [r for r in _reads(g_op) if r.tensor.op.name == "pad"]
+    assert not plain_index(g_read.indices[1], g_op.axis[1])  # (ff // 16) * 16 + rc
 
 
 def _reads(op):
