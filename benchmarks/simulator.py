@@ -238,10 +238,10 @@ def sim_vs_real(name: str, tensors: list, target: str, chip_file: str, args: arg
 
 
 # Wall seconds per candidate measured (compile, check, time) and per tuning trial, until the store has
-# its own: --quick runs of 60 candidates took 10-48 s a workload on one loaded core; full-size trials
-# about 1 s on the CPU (benchmarks/transfer.py's figure), full-size candidates (random schedules, some
-# near the 10 s timeout) guessed at 2 s.
-SECONDS = {"candidate": {"quick": 0.5, "full": 2.0}, "trial": {"quick": 0.4, "full": 1.0}}
+# its own (one thread, core shared with three other jobs): --quick candidates took 0.2-2.1 s (median per
+# workload), full-size ones (4 each of depthwise, matmul 1024^3, pool) 1.3-2.2 s; a --quick tuning
+# piece of 8 trials 23 s (1.5 s a trial, the simulator's and the target's runs together).
+SECONDS = {"candidate": {"quick": 1.0, "full": 2.0}, "trial": {"quick": 1.5, "full": 2.0}}
 
 
 def piece_flags(argv: list[str]) -> str:
