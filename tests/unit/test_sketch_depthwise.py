@@ -20,10 +20,11 @@ def test_depthwise_and_grouped_convs_offer_a_materialized_pad() -> None:
         assert {d.get("pad/inline") for d in _samples(args[-1])} == {True, False}
 
 
-def test_a_plain_conv_keeps_its_pad_inlined_without_a_decision() -> None:
-    """Its input is reused across output channels: the pad is not read with every spatial axis."""
+def test_a_plain_conv_offers_a_materialized_pad_too() -> None:
+    """Its taps slide over the pad (``yy + ry``): inlined, the tiles at the border test every tap
+    (ResNet-18's 56x56 conv: 2.05 ms inlined, 1.62 ms materialized; issue 12)."""
     *_, out = make_conv2d(C=8, K=16)
-    assert all("pad/inline" not in d for d in _samples(out))
+    assert {d.get("pad/inline") for d in _samples(out)} == {True, False}
 
 
 def test_window_read_looks_at_structure() -> None:
