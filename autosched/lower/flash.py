@@ -133,8 +133,7 @@ class FlashLowerer(Lowerer):
         tt = Buffer(f"{p.out}.tile", (r, tile), "float32", "local")
         at = Buffer(f"{p.out}.ptile", (rp, w * pc), "float32", "local")
         locals_ = (qp, acc, mrow, lrow, sc, red, pmax, stat, tt, at)
-        floor = p.hides_rows or p.causal_offset is not None
-        state = RowState(acc, mrow, lrow, sc, pmax, red, stat, E, w, p.hides_rows, p.zero_rows, floor)
+        state = RowState(acc, mrow, lrow, sc, pmax, red, stat, E, w, p.hides_rows, p.zero_rows)
         obuf = self.info[p.out].buffer
         assert obuf is not None
         causal = p.causal_offset
@@ -303,12 +302,17 @@ class FlashLowerer(Lowerer):
 
                     return _loop("pv_e", E // (w * pc), "serial", eo_tiles)
 
+                # exp's floor where this block's scores may be -inf: a mask, the causal diagonal, padded keys
+                floor = p.hides_rows or masked or keys < cols
+
                 def rows_then_pv(io: Var) -> Stmt:  # a row tile's probabilities, then at once its P @ V
                     rows = _loop(
                         "sm_r",
                         rp,
                         "unrolled",
-                        lambda ri: online_softmax_row(state, binary("+", binary("*", io, _c(rp)), ri), cols),
+                        lambda ri: online_softmax_row(
+                            state, binary("+", binary("*", io, _c(rp)), ri), cols, floor
+                        ),
                     )
                     return seq(rows, pv_tiles(io))
 

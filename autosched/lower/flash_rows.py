@@ -43,7 +43,6 @@ class RowState:
     # with no visible key must give zeros (l = 0: divide by 1).
     guard: bool = True
     zero_rows: bool = False
-    floor: bool = False  # scores may be -inf or hugely negative (a mask, causal): see _exp
 
     def over_e(self, outer: str, inner: str, fn: Callable[[Expr], Stmt]) -> Stmt:
         """``fn(e)`` for each value index e, ``w`` lanes a vector."""
@@ -72,7 +71,7 @@ def init_row(st: RowState, ii: Expr) -> Stmt:
     )
 
 
-def online_softmax_row(st: RowState, ii: Expr, cols: int) -> Stmt:
+def online_softmax_row(st: RowState, ii: Expr, cols: int, floor: bool = False) -> Stmt:
     """Row ``ii`` of a block of ``cols`` scores: ``sc = exp(sc - m_new)``, ``l = l * alpha + sum sc``,
     ``acc *= alpha`` with ``alpha = exp(m_old - m_new)``. A row with no visible key so far keeps
     ``m = -inf`` and subtracts 0 instead (exp(-inf) = 0, never NaN) where ``st.guard``."""
@@ -98,7 +97,7 @@ def online_softmax_row(st: RowState, ii: Expr, cols: int) -> Stmt:
         lanes(lambda v: Store(st.red, (v,), _f(0.0))),
         over(
             lambda j, jv: seq(
-                Store(st.sc, (ii, j), _exp(binary("-", _ld(st.sc, ii, j), _ld(stat, _c(1))), st.floor)),
+                Store(st.sc, (ii, j), _exp(binary("-", _ld(st.sc, ii, j), _ld(stat, _c(1))), floor)),
                 Store(st.red, (jv,), binary("+", _ld(st.red, jv), _ld(st.sc, ii, j))),
             )
         ),
@@ -121,7 +120,8 @@ def _exp(d: Expr, masked: bool) -> Expr:
     A masked score (-inf, or a large negative bias such as -3.4e38) would otherwise underflow inside
     exp, and denormal or underflowing results take microcode assists: 4 x 512 x 64 ran 3.4x slower
     with a quarter of its keys at -inf (23x with scores near -95) than unmasked, and causal 4 x 2048
-    1.14x slower than with the floor (its diagonal blocks), one thread. Two vector ops per 16 scores."""
+    ~1.12x slower than with the floor in its diagonal blocks, one thread. Two vector ops per 16 scores
+    (plain attention ran ~1.1x slower with them), so only in blocks whose scores may be -inf."""
     if not masked:
         return call("exp", d)
     floor = _f(EXP_FLOOR)

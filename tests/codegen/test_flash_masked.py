@@ -106,13 +106,16 @@ def _guards(args):
 
 
 def test_guards_only_where_a_row_can_be_hidden():
-    q = te.placeholder((1, 2, 17, 16), "float32", name="q")
-    k = te.placeholder((1, 2, 17, 16), "float32", name="k")
+    q = te.placeholder((1, 2, 128, 16), "float32", name="q")
+    k = te.placeholder((1, 2, 128, 16), "float32", name="k")  # 128 keys: no padded key block
     for causal in (False, True):  # no mask: no guard; causal keeps key 0 visible to every row
         out = topi.scaled_dot_product_attention(q, k, k, causal=causal)
         (pattern,) = find_attentions(create_schedule([out]))
         assert not pattern.hides_rows and not pattern.zero_rows
-        assert _guards([q, k, out]) == (False, False, causal)  # causal -inf scores: exp's floor
+        assert _guards([q, k, out]) == (False, False, causal)  # causal's diagonal blocks: exp's floor
+    short = te.placeholder((1, 2, 17, 16), "float32", name="k")  # a padded key block: its floor only
+    out = topi.scaled_dot_product_attention(q, short, short)
+    assert _guards([q, short, out]) == (False, False, True)
     args = make(S=17, L=17)
     (pattern,) = find_attentions(create_schedule(args[-1:]))
     assert pattern.zero_rows and pattern.hides_rows
