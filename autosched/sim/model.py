@@ -7,7 +7,7 @@ Per store (one statement and the loops around it) it bounds the time by each res
   to a power of two, loads and stores split; wider-than-a-register odd widths cost far more), else the
   innermost real loop LLVM's own vectorizer would take; a lane-varying guard on a load, or an access
   the vector loop cannot load contiguously, costs lanes. Loops LLVM unrolls itself count as unrolled;
-  loads are hoisted out of the innermost loops that do not move them (LICM), gathers never; an
+  loads are hoisted out of the innermost loops that do not move them (LICM), gathers while they fit; an
   accumulator the innermost real loop does not move stays in a register unless too many are in flight.
 - ``chain``: the accumulators' dependency chains: inside one iteration of the innermost real loop,
   the loops that move the store give independent chains, the others serial FMA-latency steps (plus a
@@ -38,7 +38,7 @@ from .traffic import cache_traffic
 
 # Bumped whenever a change to the model (or its calibration) changes modeled times: it is part of a
 # simulated chip's fingerprint, so a resumed log never mixes the times of two models.
-SIM_MODEL_VERSION = 4
+SIM_MODEL_VERSION = 5
 HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
 
 
@@ -227,7 +227,11 @@ class _Model:
                 n_loads += stores
                 continue
             per, shuf = self.vector_access(acc, vloop, mem_pieces, lanes)
-            if vloop is not None and shuf >= vloop.extent:  # gathered lane by lane: every body, not hoisted
+            if (
+                vloop is not None
+                and shuf >= vloop.extent
+                and not self.gather_hoisted(acc, loops, vloop, real)
+            ):
                 reps = n_exec / vloop.extent
             else:
                 reps = self.executions(acc, loops, vloop, flat)
@@ -285,6 +289,15 @@ class _Model:
             n = sum(isinstance(x, Store) and x.buffer is buf for x in walk_stmts(lp.body))
             got = self.sole[key] = n <= 1
         return got
+
+    def gather_hoisted(self, acc: Access, loops: list[For], vloop: For, real: list[For]) -> bool:
+        """Whether LICM keeps a gathered vector across the innermost real loop: when that loop does not
+        move it and the distinct gathers inside it (one per unrolled step that moves it) fit in registers."""
+        if not real or acc.depends_on(id(real[-1].var)):
+            return False
+        inside = loops[loops.index(real[-1]) + 1 :]
+        live = math.prod(lp.extent for lp in inside if lp is not vloop and acc.depends_on(id(lp.var)))
+        return live <= (self.chip.vector_registers - self.calib.reserved_registers) // 2
 
     @staticmethod
     def executions(acc: Access, loops: list[For], vloop: For | None, flat: set[int]) -> float:

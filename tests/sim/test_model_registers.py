@@ -1,7 +1,10 @@
-"""Accumulators held in registers: LICM keeps one across a loop only when that loop stores it once, and
-an odd-width one held there (``<28 x float>`` loop-carried in registers) is scalarized and spilled."""
+"""Vectors held in registers: LICM keeps an accumulator across a loop only when that loop stores it once,
+an odd-width one held there (``<28 x float>`` loop-carried in registers) is scalarized and spilled, and a
+gathered operand is kept across the innermost loop only while the gathers fit in registers."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from autosched.lower.ir import Allocate, Buffer, For, Load, PrimFunc, Seq, Store
 from autosched.sim.chip import load_chip
@@ -44,3 +47,22 @@ def test_an_accumulator_re_initialised_in_a_loop_is_not_held_across_it():
     flat = _row_sums(28, "unrolled")
     assert not any("scalarized" in n for n in _notes(flat))
     assert predict(flat, CHIP).seconds < predict(_row_sums(28, "serial"), CHIP).seconds
+
+
+def _strided_dense(lanes: int) -> PrimFunc:
+    """out[i, j] += X[i, k] * W[j, k] with j the vector (W gathered at a stride of 128), k split 32 x 4
+    and the 4 unrolled inside i: the 4 gathered W vectors do not move with i."""
+    ko, i, ki, j = (Var(n, "int64") for n in ("ko", "i", "ki", "j"))
+    x, w = Buffer("X", (64, 128), "float32"), Buffer("W", (lanes, 128), "float32")
+    out = Buffer("out", (64, lanes), "float32")
+    k = Binary("+", Binary("*", ko, Const(4, "int64"), "int64"), ki, "int64")
+    prod = Binary("*", Load(x, (i, k), "float32"), Load(w, (j, k), "float32"), "float32")
+    update = Store(out, (i, j), Binary("+", Load(out, (i, j), "float32"), prod, "float32"))
+    body = For(ki, 4, "unrolled", For(j, lanes, "vectorized", update))
+    return PrimFunc("dense", (x, w, out), For(ko, 32, "serial", For(i, 64, "serial", body)))
+
+
+def test_gathers_invariant_in_the_innermost_loop_are_hoisted_while_they_fit_in_registers():
+    few = dataclasses.replace(CHIP, vector_registers=8)  # room for 2 hoisted vectors, not 4
+    func = _strided_dense(CHIP.lanes)
+    assert predict(func, few).seconds > 1.5 * predict(func, CHIP).seconds
