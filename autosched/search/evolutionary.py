@@ -49,7 +49,7 @@ from ..search_space.trace import Trace
 from ..te.graph import topo_order
 from ..te.key import workload_key
 from ..te.tensor import PlaceholderOp, Tensor
-from .families import FamilyStats, balance, family_of, interleave, keep_best
+from .families import FamilyStats, balance, crossed, family_of, interleave, keep_best
 from .strategy import Candidate
 
 CACHE_SIZE = 20000  # feature vectors kept (about 2.6 KB each)
@@ -188,6 +188,8 @@ class EvolutionarySearch:
         n_init = int(self.population * self.init_measured_ratio)
         measured = interleave(self._measured, lambda t: family_of(t[2]))  # every family seeded
         starts = [d for _, _, d in measured[:n_init]] + self._foreign_seeds[:n_init]
+        for family in self._families.racing():  # the best tiles under every family's structure
+            starts += [crossed(d, family) for _, _, d in self._measured[:2]]  # type: ignore[arg-type]
         for decisions in starts:
             ind = self._make(decisions)
             if ind is not None:

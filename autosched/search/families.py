@@ -62,14 +62,28 @@ class FamilyStats:
         return best <= ref * SLACK
 
 
+    def racing(self, limit: int = MAX_RESERVED + 1) -> list[Hashable]:
+        """Up to ``limit`` families in the race, the best first (those with no success last)."""
+        fams = [f for f in self.costs if self.in_race(f)]
+        return sorted(fams, key=lambda f: min(self.costs[f]))[:limit]
+
+
+def crossed(decisions: dict[str, Any], family: Family) -> dict[str, Any]:
+    """``decisions`` (tiles and all) with ``family``'s structural values: a family given another's best
+    tiles, which evolving within the family alone may take long to find (a packed GEMM's best tiles
+    are near the unpacked one's)."""
+    return {**decisions, **dict(family)}
+
+
 def balance(ranked: Sequence[T], n: int, family: Callable[[T], Hashable], stats: FamilyStats) -> list[T]:
-    """The ``n`` best of ``ranked`` (best first), with up to ``MAX_RESERVED`` other families in the race
-    given ``SHARE`` of the places between them: each one's best-ranked members replace the lowest-ranked
-    picks of the family ranked first."""
-    picks = list(ranked[:n])
-    if not picks:
-        return picks
-    leader = family(picks[0])
+    """The ``n`` best of ``ranked`` (best first), except that every ``1/SHARE``-th place goes, in turn,
+    to the best-ranked member not yet picked of up to ``MAX_RESERVED`` other families in the race.
+
+    The places are fixed by position, not by ``n``, so a batch cut short is a prefix of the full one
+    (a search after transfer's two probes runs trial for trial as without them)."""
+    if not ranked:
+        return []
+    leader = family(ranked[0])
     others: list[Hashable] = []
     for c in ranked:
         f = family(c)
@@ -77,23 +91,28 @@ def balance(ranked: Sequence[T], n: int, family: Callable[[T], Hashable], stats:
             others.append(f)
             if len(others) == MAX_RESERVED:
                 break
-    if not others:
-        return picks
-    quota = max(1, int(n * SHARE) // len(others))
-    chosen = {id(c) for c in picks}
-    for f in others:
-        have = sum(family(c) == f for c in picks)
-        extra = [c for c in ranked if family(c) == f and id(c) not in chosen][: max(0, quota - have)]
-        for c in extra:
-            # drop the lowest-ranked pick of the leader's family (never below one of its own)
-            drop = next((i for i in range(len(picks) - 1, 0, -1) if family(picks[i]) == leader), None)
-            if drop is None:
-                break
-            chosen.discard(id(picks[drop]))
-            picks[drop] = c
-            chosen.add(id(c))
-    order = {id(c): i for i, c in enumerate(ranked)}
-    return sorted(picks, key=lambda c: order[id(c)])
+    members = {f: [c for c in ranked if family(c) == f] for f in others}
+    every = round(1 / SHARE)
+    out: list[T] = []
+    chosen: set[int] = set()
+    by_rank = iter(ranked)
+    turn = 0
+    while len(out) < n:
+        pick = None
+        if len(out) % every == every - 1:
+            for _ in range(len(others)):  # the next family in turn with a member left
+                f = others[turn % len(others)]
+                turn += 1
+                pick = next((c for c in members[f] if id(c) not in chosen), None)
+                if pick is not None:
+                    break
+        if pick is None:
+            pick = next((c for c in by_rank if id(c) not in chosen), None)
+        if pick is None:
+            break
+        out.append(pick)
+        chosen.add(id(pick))
+    return out
 
 
 def interleave(best: Sequence[T], family: Callable[[T], Hashable]) -> list[T]:

@@ -28,7 +28,9 @@ def test_balance_reserves_a_share_for_families_in_the_race_only():
     stats = FamilyStats()
     picks = balance(ranked, 8, lambda c: c[0], stats)
     assert [c for c in picks if c[0] == "b"] == [("b", 0)] and [c for c in picks if c[0] == "c"] == [("c", 0)]
-    assert picks[0] == ("a", 0) and len(picks) == 8 and len(set(picks)) == 8
+    assert picks == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("a", 3), ("a", 4), ("a", 5), ("c", 0)]
+    assert balance(ranked, 6, lambda c: c[0], stats) == picks[:6]  # a shorter batch: a prefix
+    assert balance(ranked, 3, lambda c: c[0], stats) == ranked[:3]  # too short to share
     for _ in range(PROBE):  # "c" measured enough and 3x the best: out of the race, nothing reserved
         stats.add("a", 1.0)
         stats.add("b", 1.2)
