@@ -61,7 +61,6 @@ class FamilyStats:
         ref = min(min(c[: len(mine)]) for c in self.costs.values())
         return best <= ref * SLACK
 
-
     def racing(self, limit: int = MAX_RESERVED + 1) -> list[Hashable]:
         """Up to ``limit`` families in the race, the best first (those with no success last)."""
         fams = [f for f in self.costs if self.in_race(f)]
