@@ -38,7 +38,7 @@ from .traffic import cache_traffic
 
 # Bumped whenever a change to the model (or its calibration) changes modeled times: it is part of a
 # simulated chip's fingerprint, so a resumed log never mixes the times of two models.
-SIM_MODEL_VERSION = 5
+SIM_MODEL_VERSION = 6
 HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
 
 
@@ -182,8 +182,10 @@ class _Model:
                 and id(lp) not in flat]  # fmt: skip
         auto_vec = vec is None and self.auto_vectorized(s, loads, real, store_acc)
         inner = real[-1].var if real else None
+        # lanes codegen left serial and LLVM unrolls: index arithmetic folds into each copy's constants
+        lane_serial = vec is None and loops[-1].kind == "vectorized" and id(loops[-1]) in flat
         fp_ops, fp_scalar, int_ops = count_ops(
-            s.value, [], real[-1].var if auto_vec else vec_var, inner, cal.div_ops
+            s.value, [], real[-1].var if auto_vec else vec_var, inner, cal.div_ops, lane_serial
         )
         if auto_vec:
             notes.append(f"loop {real[-1].var.name} left to LLVM's loop vectorizer")

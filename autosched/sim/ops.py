@@ -31,12 +31,17 @@ def guarded_load(e: Expr, var: Var) -> bool:
 
 
 def count_ops(
-    e: Expr, loads: list[Load], var: Var | None, inner: Var | None = None, div_ops: float = 8.0
+    e: Expr,
+    loads: list[Load],
+    var: Var | None,
+    inner: Var | None = None,
+    div_ops: float = 8.0,
+    affine_free: bool = False,
 ) -> tuple[float, float, float]:
     """(FMA-port slots that vary over the vector loop ``var``, those that do not (computed once per
     vector body), integer and boolean operations that vary over ``var`` or the innermost real loop
     ``inner``: the others are hoisted) of one evaluation of ``e``. A multiply feeding an add is one
-    FMA."""
+    FMA. ``affine_free``: integer ``+ - *`` cost nothing (a loop unrolled into constant offsets)."""
     memo: dict[tuple[int, int], bool] = {}
 
     def varies(n: Expr, v: Var | None) -> bool:
@@ -63,6 +68,8 @@ def count_ops(
                 cost = 1.0
             else:
                 cost = div_ops if n.op == "/" else 1.0
+                if affine_free and not n.dtype.startswith("float") and n.op in ("+", "-", "*"):
+                    cost = 0.0  # folded into the unrolled copies' constant offsets
                 stack.extend((n.a, n.b))
         elif isinstance(n, Call):
             cost = MATH_OPS.get(n.name, 10)

@@ -149,3 +149,30 @@ def test_a_guard_tested_in_the_innermost_loop_costs_instructions():
     inner = predict(_copy_with_guard("j"), CHIP).seconds  # a compare and branch at every j
     assert outer == pytest.approx(plain * 63 / 64, rel=0.05)
     assert inner > 1.1 * outer
+
+
+def _guarded_lanes(lanes: int, scaled: bool):
+    """out[i, x] = select(cond(x), A[i, x], 0) over a vectorized x that codegen leaves serial (the select
+    guards a load with a condition on the lanes): ``x * 2 + i * 3 >= 5`` (``scaled``) or ``x + i >= 1``."""
+    from autosched.lower.ir import Load, PrimFunc
+    from autosched.te.expr import Binary, Select
+
+    i, x = Var("i", "int64"), Var("x", "int64")
+    a, out = Buffer("A", (64, lanes), "float32"), Buffer("out", (64, lanes), "float32")
+    two, three = Const(2, "int64"), Const(3, "int64")
+    if scaled:
+        lhs = Binary("+", Binary("*", x, two, "int64"), Binary("*", i, three, "int64"), "int64")
+    else:
+        lhs = Binary("+", x, i, "int64")
+    cond = Compare(">=", lhs, Const(5 if scaled else 1, "int64"))
+    value = Select(cond, Load(a, (i, x), "float32"), Const(0.0, "float32"), "float32")
+    return PrimFunc(
+        "g", (a, out), For(i, 64, "serial", For(x, lanes, "vectorized", Store(out, (i, x), value)))
+    )
+
+
+def test_index_arithmetic_of_lanes_llvm_unrolls_is_folded():
+    few = predict(_guarded_lanes(4, True), CHIP).seconds, predict(_guarded_lanes(4, False), CHIP).seconds
+    assert few[0] == pytest.approx(few[1], rel=1e-9)  # 4 lanes unrolled: the arithmetic is offsets
+    many = predict(_guarded_lanes(256, True), CHIP).seconds, predict(_guarded_lanes(256, False), CHIP).seconds
+    assert many[0] > many[1]  # a real loop of 256: the multiply and add run every iteration
