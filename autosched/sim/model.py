@@ -4,11 +4,12 @@ Per store (one statement and the loops around it) it bounds the time by each res
 
 - ``compute``: instructions against the ports that run them (FMA units, load and store ports, issue
   width). The vector loop is the one codegen emits in vector types (``<N x float>``: arithmetic widened
-  to a power of two, loads and stores split; wider-than-a-register odd widths cost far more), else the
-  innermost real loop LLVM's own vectorizer would take; a lane-varying guard on a load, or an access
-  the vector loop cannot load contiguously, costs lanes. Loops LLVM unrolls itself count as unrolled;
-  loads are hoisted out of the innermost loops that do not move them (LICM), gathers while they fit; an
-  accumulator the innermost real loop does not move stays in a register unless too many are in flight.
+  to a power of two, loads and stores split; an odd-width accumulator held in registers across a loop
+  is scalarized), else the innermost real loop LLVM's own vectorizer would take; a lane-varying guard
+  on a load, or an access the vector loop cannot load contiguously, costs lanes. Loops LLVM unrolls
+  itself count as unrolled; loads are hoisted out of the innermost loops that do not move them (LICM),
+  gathers while they fit; an accumulator the innermost real loop does not move stays in a register
+  (if that loop stores it once) unless too many are in flight; guards tested there cost a branch.
 - ``chain``: the accumulators' dependency chains: inside one iteration of the innermost real loop,
   the loops that move the store give independent chains, the others serial FMA-latency steps (plus a
   store-to-load forward when the accumulators live in memory); short runs overlap in the out-of-order
