@@ -182,7 +182,7 @@ def correlation(name: str, tensors: list, target: str, chip_file: str, args: arg
                 for (_, _, ir), res in zip(batch, results):
                     if res.ok:  # another process can only make a run slower: the least of the repeats
                         store.add_measured(key, ir, min(res.costs), each)
-                    elif res.error != "timeout":  # a timeout may be the load's doing: tried again next time
+                    else:  # kept only when the kernel's own failure (see simulator_store.PERMANENT)
                         store.add_measured(key, ir, None, each, f"{res.error}: {res.error_msg}")
     stored = store.measured(key)  # with what this run added
     chip = load_chip(chip_file)

@@ -6,8 +6,8 @@ One JSON-lines file (``--store``), each line versioned (``"v": 1``) and of one k
   (workload, sizes, target, threads, repeats) and the hash of its lowered loop IR (``ir``), so a change
   to the sketch or to lowering that yields another kernel is measured anew, while a change to the model
   re-predicts the stored kernels without timing any of them; measured again (``--again``), a candidate
-  keeps its least time. ``seconds``: the wall time its batch took
-  a candidate (compile, check, time), for ``--estimate``.
+  keeps its least time; a failure is kept only when it is the kernel's own (``PERMANENT``).
+  ``seconds``: the wall time its batch took a candidate (compile, check, time), for ``--estimate``.
 - ``tuning``: one finished tuning piece (workload, target, chip file content, trials, seed, threads,
   batch size, model version) with both picks' times.
 
@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 VERSION = 1
+# Failures that are the candidate's own; a crash, timeout or out-of-memory may be the machine's doing (a
+# runner that could not start, a build worker killed) and is tried again by the next run.
+PERMANENT = ("schedule", "wrong_result", "compile")
 
 
 def ir_hash(text: str) -> str:
@@ -76,7 +79,10 @@ class Store:
         return self._measured.get(key, {})
 
     def _keep(self, rec: dict[str, Any]) -> None:
-        """A candidate measured again keeps its least time (another process only makes a run slower)."""
+        """A candidate measured again keeps its least time (another process only makes a run slower);
+        a failure counts only when it is the kernel's own (the others are measured again next time)."""
+        if rec["cost"] is None and str(rec.get("error", "")).split(":", 1)[0] not in PERMANENT:
+            return
         piece = self._measured.setdefault(rec["key"], {})
         old = piece.get(rec["ir"])
         if old is None or (rec["cost"] is not None and (old["cost"] is None or rec["cost"] < old["cost"])):

@@ -75,8 +75,12 @@ def test_measured_again_a_candidate_keeps_its_least_time(tmp_path, bench):
     store.add_measured("k", "a", 4e-6, 0.5)
     store.add_measured("k", "b", None, 0.5, "wrong_result: max abs error 1")
     store.add_measured("k", "b", 5e-6, 0.5)
+    store.add_measured("k", "c", None, 0.5, "crash: build worker died while building this candidate")
+    store.add_measured("k", "d", None, 0.5, "wrong_result: max abs error 1")
     again = bench.Store(tmp_path / "s.jsonl")
     assert again.measured("k")["a"]["cost"] == 2e-6 and again.measured("k")["b"]["cost"] == 5e-6
+    assert "c" not in again.measured("k")  # the machine's failure: measured again next time
+    assert again.measured("k")["d"]["cost"] is None  # the kernel's own: not measured again
 
 
 def test_report_measures_nothing_and_says_what_is_missing(tmp_path, bench, monkeypatch, capsys):
