@@ -119,7 +119,6 @@ def test_random_schedules_of_a_k_last_conv_match_numpy(axis: str, pack: bool, pa
 
 
 @pytest.mark.skipif(missing("onnx", "onnxruntime") is not None, reason="onnx or onnxruntime is not installed")
-@pytest.mark.slow  # about 15 trials' builds and runs (78 s on a loaded core)
 def test_tuned_tiny_resnet_with_k_last_weights_matches_onnxruntime(tmp_path):
     from autosched.frontend.onnx import from_onnx
 
