@@ -4,6 +4,10 @@ A :class:`Value` is one named ONNX tensor: its ONNX shape and dtype, and either 
 constant numpy array known at import (a weight, or something folded from weights and shapes). te has
 no 0-d tensors and no bools, so a scalar is held as a te tensor of shape (1,) and a bool as int32 0/1;
 the ONNX shape and dtype stay on the Value.
+
+A one-element constant (a scalar ``Constant``, a 1-element initializer) that an elementwise body reads is
+a te constant there (:meth:`Node.scalar`), not a read of a weight: ``isnan(p) ? 0 : p`` then reads as
+such, so exported attention (torch's ``Where(IsNaN(p), 0, p)``) matches as the zero-row softmax.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from onnx import helper
 
 from ...errors import OnnxImportError
 from ...te import Tensor, placeholder
+from ...te.expr import Const, const
 
 SUPPORTED_DTYPES = ("float32", "float64", "int32", "int64", "bool")
 
@@ -144,6 +149,11 @@ class Node:
             )
         return v.const
 
+    def scalar(self, i: int) -> Const | None:
+        """Input ``i`` as a te constant of its dtype when it is a one-element constant, else None."""
+        v = self.value(i)
+        return None if v is None else scalar_const(v)
+
     def optional_const(self, i: int, what: str) -> np.ndarray | None:
         return self.const(i, what) if self.has(i) else None
 
@@ -158,6 +168,19 @@ class Node:
         if not -ndim <= axis < max(ndim, 1):
             raise self.error(f"{what} {axis} is out of range for a tensor of {ndim} dims")
         return axis % max(ndim, 1)
+
+
+def scalar_const(value: Value) -> Const | None:
+    """A one-element constant Value as a te constant of its te dtype (bool as int32 0/1); else None.
+
+    Only one element: a larger constant stays a weight even when its elements are all equal, since
+    that is usually a parameter at its initial value (a LayerNorm's ones, a bias's zeros) that a
+    trained model replaces; folding it would put the value into the kernels and their task keys.
+    """
+    if value.const is None or value.const.size != 1:
+        return None
+    dtype = te_dtype(value.dtype)
+    return const(value.const.reshape(-1)[0].item(), dtype)
 
 
 def make_placeholder(value: Value) -> Tensor:

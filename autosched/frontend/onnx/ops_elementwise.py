@@ -29,11 +29,13 @@ def broadcast(node: Node, fn: Callable[..., Any], dtype: str | None = None, inpu
         shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
     except ValueError:
         raise node.error(f"input shapes {shapes} do not broadcast") from None
-    tensors = [node.tensor(i) for i in idx]
+    # A one-element constant is its value in the body (context.scalar_const), not a weight read.
+    operands = [node.scalar(i) for i in idx]
+    tensors = [node.tensor(i) if c is None else None for i, c in zip(idx, operands, strict=True)]
     out_dtype = dtype or node.dtype(idx[0])
 
     def body(*i: Any) -> Any:
-        return fn(*(broadcast_read(t, i) for t in tensors))
+        return fn(*(c if t is None else broadcast_read(t, i) for c, t in zip(operands, tensors, strict=True)))
 
     tshape = te_shape(shape)
     name = node.op_type.lower()
