@@ -1,0 +1,151 @@
+"""The untuned schedule of a reduction with reuse (conv, matmul): the sketch's multi-level tiling
+(:class:`~.sketch_tiling.TilingRules`) with fixed decisions instead of sampled ones.
+
+Vectorized along the output's last axis with the reduction innermost, a 7- or 14-wide pointwise conv
+ran in 2- and 7-lane vectors and reloaded its output on every step (MobileNetV2's 960 -> 160 at 7x7:
+10-126 ms, tuned about 0.2-1.5). Here the vector axis is one whose extent fills whole vectors (the
+width where it does, else an output channel that does), the accumulator tile (up to 16 vectors) stays
+in registers while the whole reduction runs past it, and the outer loops are parallel.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from ..te.expr import IterVar
+from ..te.tensor import ComputeOp, TensorRead, walk
+from .schedule import Schedule
+from .sketch import SketchPolicy
+from .sketch_base import divisors, has_reuse
+from .sketch_tiling import TilingRules, vector_multiple
+
+ACCUMULATORS = 16  # vectors in the register tile: 16 of AVX-512's 32, the rest for operands
+TILE_BYTES = 32 * 1024  # the producer's accumulator tile: L1
+UNROLL = 64  # the register tile's loops and a 3x3 window's taps unrolled, a channel loop not
+
+
+class _FixedTiling(TilingRules):
+    """:class:`TilingRules` on an existing schedule, each decision fixed (:meth:`choose`, :meth:`tiles`,
+    :meth:`register_tiles`) rather than sampled."""
+
+    def __init__(self, s: Schedule, cores: int, lanes: int):
+        self.p = SketchPolicy([], cores=cores, lanes=lanes)
+        self.rng = random.Random(0)  # never drawn from: every decision below is fixed
+        self.given: dict[str, Any] = {}
+        self.used: dict[str, Any] = {}
+        self.s = s
+        self.done: set[str] = set()
+        self.packs = False
+
+    def choose(self, key: str, options: Sequence[Any]) -> Any:
+        value = self.given.get(key)
+        if value not in options:
+            # Not repacking where the layout allows; no unswitched border tiles; a classifier's
+            # matrix-vector product stays a plain stage (the tuned rule rfactors it).
+            fixed = {"pack": False, "unroll": UNROLL, "unswitch_rows": False, "matrix_vector": True}
+            value = fixed.get(key.rsplit("/", 1)[-1], options[0])
+            value = value if value in options else options[0]
+        self.used[key] = value
+        return value
+
+    def tiles(
+        self, key: str, extent: int, levels: int, inner_max: int = 64, inner_multiple: int = 1
+    ) -> list[int]:
+        # Only the reduction axes come here (register_tiles does the spatial ones): all inner, so the
+        # accumulators are loaded and stored once per tile, not once per outer reduction step.
+        value = [1] * (levels - 1) + [extent]
+        self.used[key] = value
+        return value
+
+    def register_tiles(self, name: str, axes: list[IterVar]) -> list[list[int]]:
+        """The vector axis (last) in one or two whole vectors (or the best-filled divisor where its
+        extent has none), one axis the vector operand is reused along tiled up to the register budget,
+        everything else outside: the level-0 loops run the vector axis's tiles (the packed operand is
+        copied once per tile), level 1 the rest."""
+        lanes = self.p.lanes
+        *outer, last = axes
+        op = self.s[name].op
+        assert isinstance(op, ComputeOp)
+        if last.extent % lanes == 0:
+            v = 2 * lanes if last.extent % (2 * lanes) == 0 else lanes
+        else:
+            v = vector_multiple(last.extent, lanes)
+        row = math.ceil(v / lanes)
+        reads = [n for n in walk(op.body) if isinstance(n, TensorRead)]
+        along = [r for r in reads if _uses(r, last)]
+        # A conv's data across output channels, its weight across pixels, matmul's B across rows.
+        reused = [a for a in outer if a.extent > 1 and any(not _uses(r, a) for r in along)]
+        candidates = reused or [a for a in outer if a.extent > 1]
+        row_axis = candidates[-1] if candidates else None
+        budget = max(1, min(8, ACCUMULATORS // row))
+        inner = {
+            id(a): max(d for d in divisors(a.extent) if d <= budget) if a is row_axis else 1 for a in outer
+        }
+        # With too few vector tiles for the cores, the loops outside the producer's tile are parallel
+        # and a packed weight is packed once per producer tile: that tile (level 2) grows over the
+        # other axes, innermost first, up to TILE_BYTES of accumulators and 2 tiles a core (192 -> 32
+        # channels at 28x28, packed per register tile: 0.45 ms, per 7 x 28 tile: 0.12). Otherwise it
+        # is the register tile (a tile over level 2 is reloaded on every reduction step).
+        few = last.extent // v < 2 * self.p.cores
+        room = 1
+        if few:
+            room = min(TILE_BYTES // 4 // v, math.prod(a.extent for a in outer) // (2 * self.p.cores))
+        room //= math.prod(inner.values())  # in register tiles
+        level2 = {}
+        for a in reversed(outer):
+            level2[id(a)] = max(d for d in divisors(a.extent // inner[id(a)]) if d <= max(1, room))
+            room //= level2[id(a)]
+        # The loops outside the producer's tile: level 1 (inside the packing, once per vector tile)
+        # where a weight is packed and the vector tiles alone give the cores enough to share, else
+        # level 0, in the output's order (a depthwise conv's 8-wide column strips outermost, each over
+        # all 96 channels: 1.3 ms; rows outermost: 0.78).
+        s1 = self.packs and not few
+        lengths = []
+        for a in outer:
+            rest = a.extent // (level2[id(a)] * inner[id(a)])
+            lengths.append([1 if s1 else rest, rest if s1 else 1, level2[id(a)], inner[id(a)]])
+        lengths.append([last.extent // v, 1, 1, v])
+        for a, ln in zip(axes, lengths):
+            self.used[f"{name}/tile/{a.name}"] = ln
+        self.given[f"{name}/parallel_depth"] = 1
+        return lengths
+
+    def vector_axis(self, st_name: str, op: ComputeOp) -> str:
+        """The output's last axis where it fills whole vectors, else the first channel axis that does
+        (a 7/14/28-wide conv with 16k output channels), else the last axis."""
+        lanes = self.p.lanes
+        if op.axis[-1].extent % lanes == 0:
+            return "last"
+        # Not a depthwise conv's channel, which every input reads: in lanes, the data is packed
+        # channels-last on every call (MobileNetV2's 14x14 depthwise: 0.127 ms so, 0.059 by the width).
+        reads = [n for n in walk(op.body) if isinstance(n, TensorRead)]
+        full = [
+            op.axis[d].name
+            for d in self.channel_axes(op)
+            if op.axis[d].extent % lanes == 0 and any(not _uses(r, op.axis[d]) for r in reads)
+        ]
+        return full[0] if full else "last"
+
+
+def _uses(read: TensorRead, axis: IterVar) -> bool:
+    return any(v is axis for i in read.indices for v in walk(i))
+
+
+def tile_with_reuse(s: Schedule, cores: int, lanes: int = 16) -> set[str]:
+    """Register-tile every root reduction with reuse of ``s`` (and the elementwise stage it is computed
+    in, if any) with fixed decisions; the names of the stages it scheduled."""
+    tiler = _FixedTiling(s, cores, lanes)
+    for st in reversed(list(s.stages)):
+        op = st.op
+        if st.name in tiler.done or st.attach[0] != "root" or not isinstance(op, ComputeOp):
+            continue
+        if not op.reduce_axis or not has_reuse(op) or tiler.matrix_vector(st):
+            continue
+        axis = tiler.vector_axis(st.name, op)
+        tiler.given[f"{st.name}.local/vector_axis"] = axis
+        tiler.packs = axis != "last"  # channels in lanes: the weight is packed (pack is False otherwise)
+        tiler.multi_level_tiling(st)
+    return tiler.done

@@ -1,0 +1,120 @@
+"""The default schedule of every conv kind MobileNetV2 and ResNet-18 have (and of a matmul): right on
+random inputs, vectorized along an axis that fills whole vectors where one exists, the accumulator tile
+inside the reduction loops, the outer loop parallel."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from autosched import te, topi
+from autosched.lower.pipeline import lower
+from autosched.lower.printer import format_func
+from autosched.search_space.default import default_schedule
+from autosched.testing import assert_matches_numpy
+
+LOOP = re.compile(r"^(\s*)for (\S+) in range\((\d+)\):(.*)$")
+
+
+def _conv(c, h, k, r, stride, depthwise=False, residual=False):
+    x = te.placeholder((1, c, h, h), name="x")
+    if depthwise:
+        w = te.placeholder((c, 1, r, r), name="w")
+        y = topi.depthwise_conv2d(x, w, stride=stride, padding=r // 2)
+    else:
+        w = te.placeholder((k, c, r, r), name="w")
+        y = topi.conv2d(x, w, stride=stride, padding=r // 2)
+    b = te.placeholder((k,), name="b")
+    if residual:
+        z = te.placeholder(y.shape, name="z")
+        out = te.compute(y.shape, lambda n, f, i, j: y[n, f, i, j] + b[f] + z[n, f, i, j], name="add")
+        return [x, w, b, z, out]
+    out = te.compute(y.shape, lambda n, f, i, j: te.min(te.max(y[n, f, i, j] + b[f], 0.0), 6.0), name="relu6")
+    return [x, w, b, out]
+
+
+# (channels, width, output channels, kernel, stride, depthwise, residual), the vector extent expected
+KINDS = {
+    "pointwise_7": ((32, 7, 32, 1, 1, False, False), 32),  # MobileNetV2's 7x7 expansion / projection
+    "pointwise_14_residual": ((24, 14, 48, 1, 1, False, True), 16),  # projection with the residual add
+    "pointwise_28": ((16, 28, 32, 1, 1, False, False), 32),
+    "pointwise_56_narrow": ((16, 56, 24, 1, 1, False, False), 8),  # 24 channels: the width, in 8s
+    "pointwise_width_32": ((8, 32, 24, 1, 1, False, False), 32),  # the width fills two vectors
+    # a depthwise conv keeps the width in lanes: channels there would repack its data on every call
+    "depthwise_s1_14": ((32, 14, 32, 3, 1, True, False), 14),
+    "depthwise_s2_14": ((16, 14, 16, 3, 2, True, False), 7),
+    "depthwise_s1_32": ((16, 32, 16, 3, 1, True, False), 32),
+    "stem_s2": ((3, 32, 16, 3, 2, False, False), 16),  # 16 wide out: the width
+    "resnet_3x3_7": ((16, 7, 32, 3, 1, False, False), 32),
+    "resnet_7x7_s2": ((3, 28, 16, 7, 2, False, False), 16),  # 14 wide out, 16 channels
+    "resnet_down_1x1_s2": ((16, 14, 32, 1, 2, False, False), 32),
+}
+
+
+def _vector_loops(text: str) -> list[tuple[int, str, int]]:
+    """(indent, name, extent) of each vectorized loop in printed loops."""
+    out = []
+    for line in text.splitlines():
+        m = LOOP.match(line)
+        if m and "vectorized" in m.group(4):
+            out.append((len(m.group(1)), m.group(2), int(m.group(3))))
+    return out
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_default_conv_matches_numpy_and_vectorizes(kind):
+    shape, extent = KINDS[kind]
+    args = _conv(*shape)
+    s = default_schedule(args[-1], cores=2)
+    assert_matches_numpy(s, args, seed=5)
+    text = format_func(lower(s, args, kind))
+    lines = text.splitlines()
+    vec = _vector_loops(text)
+    assert any(e == extent for _, _, e in vec), f"{kind}: no vectorized loop of {extent}:\n{text}"
+    # The accumulation (the vectorized loop whose body reads the weight) is inside the reduction loops.
+    red = [i for i, ln in enumerate(lines) if re.match(r"^\s*for r[cyx]\S* in range", ln)]
+    assert red, text
+    first = red[0]
+    indent = len(lines[first]) - len(lines[first].lstrip())
+    assert any(i > first and d > indent and e == extent for i, (d, _, e) in _index_vec(lines)), text
+    # The outermost loop runs in parallel, with work for both cores.
+    assert "parallel" in next(ln for ln in lines if LOOP.match(ln)), text
+    par = [int(m.group(3)) for ln in lines if (m := LOOP.match(ln)) and "parallel" in m.group(4)]
+    assert par and min(par) >= 2, text
+
+
+def _index_vec(lines: list[str]) -> list[tuple[int, tuple[int, str, int]]]:
+    out = []
+    for i, line in enumerate(lines):
+        m = LOOP.match(line)
+        if m and "vectorized" in m.group(4):
+            out.append((i, (len(m.group(1)), m.group(2), int(m.group(3)))))
+    return out
+
+
+def test_narrow_pointwise_vectorizes_output_channels():
+    """A 7-wide 1x1 conv with 32 output channels keeps its accumulators channels-last (a transposed
+    cache_write), the weight packed with channels contiguous."""
+    args = _conv(32, 7, 32, 1, 1)
+    trace = default_schedule(args[-1], cores=2).trace
+    assert any(st.primitive == "cache_write" and len(st.args) > 1 and st.args[1] for st in trace)
+    assert any(st.primitive == "cache_read" for st in trace)
+
+
+def test_default_matmul_register_tile():
+    n = 64
+    A = te.placeholder((n, n), name="A")
+    B = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), "k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = default_schedule(C, cores=2)
+    assert_matches_numpy(s, [A, B, C], seed=2)
+    text = format_func(lower(s, [A, B, C], "mm"))
+    assert any(e == 32 for _, _, e in _vector_loops(text)), text
+    assert any(st.primitive == "cache_write" for st in s.trace)
+
+
+def test_default_is_deterministic():
+    args = _conv(32, 7, 32, 1, 1)
+    assert default_schedule(args[-1], cores=2).trace == default_schedule(args[-1], cores=2).trace
