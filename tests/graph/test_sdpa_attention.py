@@ -22,8 +22,9 @@ from autosched.te.tensor import ComputeOp, walk
 from .model_exporter import load_exporter, missing
 from .test_attention_fusion import flash_tasks
 
-onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
+pytest.importorskip("onnx")
+import onnx
+from onnx import TensorProto, helper
 
 
 def _where_isnan_model(zero: np.ndarray, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
@@ -141,7 +142,7 @@ def _export_sdpa_bert(out: Path) -> tuple[Path, dict[str, np.ndarray]]:
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    config = BertConfig(
+    config = BertConfig(  # type: ignore[call-arg]
         vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=256, max_position_embeddings=512, attn_implementation="sdpa",
     )  # fmt: skip
