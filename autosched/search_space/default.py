@@ -55,7 +55,7 @@ def default_schedule(
             # whose each padded element only two taps read (0.78 ms so, 0.56 inlined).
             if not any(_window_reuse(c.op, op) for c in s.stages if st in s.reads(c)):
                 st.compute_inline()
-    taken |= tile_with_reuse(s, cores, lanes)
+    taken |= tile_with_reuse(s, cores, lanes, skip=taken)
     for st in list(s.stages):
         op = st.op
         if not isinstance(op, ComputeOp) or st.attach[0] != "root" or st.name in taken:

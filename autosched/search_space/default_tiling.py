@@ -134,10 +134,12 @@ def _uses(read: TensorRead, axis: IterVar) -> bool:
     return any(v is axis for i in read.indices for v in walk(i))
 
 
-def tile_with_reuse(s: Schedule, cores: int, lanes: int = 16) -> set[str]:
+def tile_with_reuse(s: Schedule, cores: int, lanes: int = 16, skip: set[str] | None = None) -> set[str]:
     """Register-tile every root reduction with reuse of ``s`` (and the elementwise stage it is computed
-    in, if any) with fixed decisions; the names of the stages it scheduled."""
+    in, if any) with fixed decisions, but for the stages in ``skip`` (a flash attention's, which stay
+    plain root stages); the names of the stages it scheduled."""
     tiler = _FixedTiling(s, cores, lanes)
+    tiler.done |= set(skip or ())
     for st in reversed(list(s.stages)):
         op = st.op
         if st.name in tiler.done or st.attach[0] != "root" or not isinstance(op, ComputeOp):
@@ -148,4 +150,4 @@ def tile_with_reuse(s: Schedule, cores: int, lanes: int = 16) -> set[str]:
         tiler.given[f"{st.name}.local/vector_axis"] = axis
         tiler.packs = axis != "last"  # channels in lanes: the weight is packed (pack is False otherwise)
         tiler.multi_level_tiling(st)
-    return tiler.done
+    return tiler.done - set(skip or ())
