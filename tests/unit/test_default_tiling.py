@@ -118,3 +118,31 @@ def test_default_matmul_register_tile():
 def test_default_is_deterministic():
     args = _conv(32, 7, 32, 1, 1)
     assert default_schedule(args[-1], cores=2).trace == default_schedule(args[-1], cores=2).trace
+
+
+@pytest.mark.parametrize("c, h, k, r", [(32, 7, 32, 1), (16, 14, 32, 3)])
+def test_k_last_weight_is_read_in_place(c, h, k, r):
+    """A conv weight stored output-channel last (graph/weight_layout.py), ``w[rc, ry, rx, k]``, is whole
+    vectors of channels as it is: vectorized over the channels, with no packed copy."""
+    x = te.placeholder((1, c, h, h), name="x")
+    w = te.placeholder((c, r, r, k), name="w")
+    p = r // 2
+    pad = te.compute(
+        (1, c, h + 2 * p, h + 2 * p),
+        lambda n, cc, i, j: te.if_then_else(
+            te.all(i >= p, i < h + p, j >= p, j < h + p), x[n, cc, i - p, j - p], 0.0
+        ),
+        name="pad",
+    )
+    rc, ry, rx = te.reduce_axis((0, c), "rc"), te.reduce_axis((0, r), "ry"), te.reduce_axis((0, r), "rx")
+    y = te.compute(
+        (1, k, h, h),
+        lambda n, f, i, j: te.sum(pad[n, rc, i + ry, j + rx] * w[rc, ry, rx, f], axis=[rc, ry, rx]),
+        name="conv",
+    )
+    out = te.compute(y.shape, lambda n, f, i, j: te.max(y[n, f, i, j], 0.0), name="relu")
+    s = default_schedule(out, cores=2)
+    assert_matches_numpy(s, [x, w, out], seed=7)
+    assert not any(st.primitive == "cache_read" for st in s.trace)
+    text = format_func(lower(s, [x, w, out], "conv"))
+    assert any(e == 32 for _, _, e in _vector_loops(text)), text
