@@ -146,3 +146,14 @@ def test_k_last_weight_is_read_in_place(c, h, k, r):
     assert not any(st.primitive == "cache_read" for st in s.trace)
     text = format_func(lower(s, [x, w, out], "conv"))
     assert any(e == 32 for _, _, e in _vector_loops(text)), text
+
+
+def test_default_dense_packs_its_strided_weight():
+    """dense's ``W[j, k]`` read with ``j`` in lanes is a gather: the default packs it transposed."""
+    x = te.placeholder((16, 64), name="x")
+    w = te.placeholder((48, 64), name="w")
+    r = te.reduce_axis((0, 64), "r")
+    y = te.compute((16, 48), lambda i, j: te.sum(x[i, r] * w[j, r], axis=r), name="y")
+    s = default_schedule(y, cores=2)
+    assert_matches_numpy(s, [x, w, y], seed=4)
+    assert [st.args[-1] for st in s.trace if st.primitive == "cache_read"] == [(1, 0)]
