@@ -4,8 +4,10 @@
 Vectorized along the output's last axis with the reduction innermost, a 7- or 14-wide pointwise conv
 ran in 2- and 7-lane vectors and reloaded its output on every step (MobileNetV2's 960 -> 160 at 7x7:
 10-126 ms, tuned about 0.2-1.5). Here the vector axis is one whose extent fills whole vectors (the
-width where it does, else an output channel that does), the accumulator tile (up to 16 vectors) stays
-in registers while the whole reduction runs past it, and the outer loops are parallel.
+width where it does, else an output channel that does, never a depthwise conv's), the accumulator tile
+(up to 16 vectors) stays in registers while the whole reduction runs past it, a strided vector operand
+is packed, and the outer loops are parallel. ``benchmarks/default_convs.py`` times every MobileNetV2 /
+ResNet-18 conv kind against another revision's default.
 """
 
 from __future__ import annotations
@@ -45,8 +47,7 @@ class _FixedTiling(TilingRules):
         value = self.given.get(key)
         if value not in options:
             # Packing where the vector operand is not contiguous along the lanes; no unswitched border
-            # tiles; a classifier's
-            # matrix-vector product stays a plain stage (the tuned rule rfactors it).
+            # tiles; a classifier's matrix-vector product stays a plain stage (the tuned rule rfactors it).
             fixed = {"pack": self.packs, "unroll": UNROLL, "unswitch_rows": False, "matrix_vector": True}
             value = fixed.get(key.rsplit("/", 1)[-1], options[0])
             value = value if value in options else options[0]
