@@ -22,8 +22,7 @@ share of the estimated latency).
 profiled kernel time for the same nodes (``autosched.graph.ort_profile``), its ratio and its share of
 the end-to-end gap; ``--retime`` also races each task's best kernel against onnxruntime on the same
 nodes cut out of the model (``autosched.graph.task_race``: CPU time at 1 thread, which a shared core
-does not inflate). ``--weights-k-last`` stores conv weights output-channel last at build
-(``autosched.graph.weight_layout``). ``--threads 1`` tunes, times and profiles everything on one
+does not inflate). ``--threads 1`` tunes, times and profiles everything on one
 thread (for a shared machine: pin it, e.g. ``taskset -c 1``).
 
 Run it alone on the machine: anything else running makes the times meaningless. Full sizes at 2000
@@ -141,14 +140,13 @@ def bench_tuned(
     repeat: int,
     batch: int,
     per_task: bool = False,
-    k_last: bool = False,
     retime: bool = False,
 ):
     """Yield one row per budget: the model tuned that far (continuing its log), then raced."""
     path = export_model(name, out_dir, small=small)
     log = out_dir / f"{name}{'_small' if small else ''}.jsonl"
-    transform = channels_last_weights if k_last else None
-    model = channels_last_weights(from_onnx(path)) if k_last else path
+    transform = channels_last_weights  # what ModelTuner and compile_model do to the graph (as_graph)
+    model = path
     curve: list[tuple[int, float]] = []  # (trials so far, estimated latency) once every task has a result
     done_before, wall = 0, 0.0
     torch_make = {"torch": lambda inputs: _torch_runner(name, small, inputs)}  # torch exported the model
@@ -217,9 +215,7 @@ def main_tuned(ns: argparse.Namespace) -> int:
     out = Path(ns.keep) if ns.keep else Path(tempfile.mkdtemp(prefix="autosched-models-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in models:
-        rows = bench_tuned(
-            name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task, ns.k_last, ns.retime
-        )
+        rows = bench_tuned(name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task, ns.retime)
         for r in rows:
             to_90 = r["to_90"] if r["to_90"] is not None else "-"
             print(
@@ -249,8 +245,6 @@ def main(argv: list[str] | None = None) -> int:
                    "profiled time for the same nodes")  # fmt: skip
     p.add_argument("--retime", action="store_true", help="with --per-task: race each task's best against "
                    "onnxruntime on its nodes, CPU time in turns at 1 thread")  # fmt: skip
-    p.add_argument("--weights-k-last", dest="k_last", action="store_true", help="with --trials: conv weights "
-                   "stored output-channel last at build (autosched.graph.weight_layout)")  # fmt: skip
     p.add_argument("--threads", type=int, help="threads for tuning, autosched, onnxruntime and torch "
                    f"(default: {THREADS}, every core)")  # fmt: skip
     p.add_argument("models", nargs="*", default=list(MODELS), help=f"some of {', '.join(MODELS)}")

@@ -151,9 +151,17 @@ class CompiledModel:
 
 
 def as_graph(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
-    """A :class:`Graph` as is, or an ONNX model (path or ModelProto) through the ONNX frontend."""
+    """A :class:`Graph`, or an ONNX model (path or ModelProto) through the ONNX frontend, with its conv
+    weights stored output-channel last (:func:`.weight_layout.channels_last_weights`: done once here, so
+    that tuning, compiling and exporting see the same tasks; idempotent)."""
+    from .weight_layout import channels_last_weights
+
     if isinstance(model, Graph):
-        return model
+        return channels_last_weights(model)
+    return channels_last_weights(_import(model, input_shapes))
+
+
+def _import(model: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Graph:
     try:
         from ..frontend.onnx import from_onnx
     except ImportError as e:

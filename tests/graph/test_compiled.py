@@ -109,7 +109,9 @@ def test_tasks_use_their_tuned_records(tmp_path):
     from autosched.search_space.default import default_schedule
     from autosched.target import parse_target
 
-    graph = resnet_like(blocks=1)
+    from autosched.graph.compiled import as_graph
+
+    graph = as_graph(resnet_like(blocks=1))  # as compile_model sees it: conv weights output-channel last
     task = extract_tasks(graph).tasks[1]  # the block's second conv, with the residual add
     target = parse_target("llvm-cpu")
     trace = default_schedule(list(task.instance.outputs), cores=1).trace  # not the build's default
