@@ -157,3 +157,16 @@ def test_default_dense_packs_its_strided_weight():
     s = default_schedule(y, cores=2)
     assert_matches_numpy(s, [x, w, y], seed=4)
     assert [st.args[-1] for st in s.trace if st.primitive == "cache_read"] == [(1, 0)]
+
+
+def test_default_gemm_sweeps_long_k_in_chunks():
+    """A GEMM's K over 256 is swept in chunks over a producer tile of several register tiles."""
+    A = te.placeholder((32, 512), name="A")
+    B = te.placeholder((512, 64), name="B")
+    k = te.reduce_axis((0, 512), "k")
+    C = te.compute((32, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = default_schedule(C, cores=2)
+    assert_matches_numpy(s, [A, B, C], seed=3)
+    text = format_func(lower(s, [A, B, C], "mm"))
+    assert re.search(r"for k\.outer in range\(2\)", text), text
+    assert re.search(r"for k\.inner in range\(256\)", text), text
