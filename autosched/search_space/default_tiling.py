@@ -170,6 +170,9 @@ def tile_with_reuse(s: Schedule, cores: int, lanes: int = 16, skip: set[str] | N
             continue
         if not op.reduce_axis or not has_reuse(op) or tiler.matrix_vector(st):
             continue
+        host = tiler.fusion_host(st)
+        if host is not None and host.name in tiler.done:
+            continue  # its host already holds another tiled reduction (ONNX Scatter's hits and values)
         axis = tiler.vector_axis(st.name, op)
         tiler.given[f"{st.name}.local/vector_axis"] = axis
         tiler.channel_lanes = axis != "last"
