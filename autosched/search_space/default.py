@@ -105,4 +105,17 @@ def default_trace(outputs: Tensor | Sequence[Tensor], target: Any, cores: int | 
         from .gpu_sketch import default_gpu_schedule
 
         return default_gpu_schedule(outputs).trace
-    return default_schedule(outputs, cores=cores).trace
+    return default_schedule(outputs, cores=cores, lanes=_target_lanes(target)).trace
+
+
+def _target_lanes(target: Any) -> int:
+    """float32 lanes of ``target``'s vectors (an adapter's chip facts), as tuning's sketch takes them;
+    16 where they cannot be read (a target string)."""
+    from ..errors import AutoschedError
+
+    info = getattr(target, "info", None)
+    try:
+        bits = info().vector_bits if info is not None else 512
+    except (AutoschedError, OSError):  # an adapter that cannot report its chip: the widest tiles
+        bits = 512
+    return max(4, int(bits) // 32)

@@ -171,3 +171,24 @@ def test_default_gemm_sweeps_long_k_in_chunks():
     text = format_func(lower(s, [A, B, C], "mm"))
     assert re.search(r"for k\.outer in range\(2\)", text), text
     assert re.search(r"for k\.inner in range\(256\)", text), text
+
+
+def test_default_trace_takes_the_targets_vector_width():
+    """An AVX2 target's default tiles 8-lane vectors, as its tuning sketch does (not AVX-512's 16)."""
+    from autosched.hai.registry import get_adapter
+    from autosched.search_space.default import default_trace
+    from autosched.search_space.schedule import replay
+
+    n = 64
+    A = te.placeholder((n, n), name="A")
+    B = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), "k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    wide = default_trace([C], get_adapter("llvm-cpu -mcpu=skylake-avx512"), cores=2)
+    narrow = default_trace([C], get_adapter("llvm-cpu -mcpu=haswell"), cores=2)
+    widths = []
+    for trace in (wide, narrow):
+        s = replay([C], trace)
+        assert_matches_numpy(s, [A, B, C], seed=3)
+        widths.append(max(e for _, _, e in _vector_loops(format_func(lower(s, [A, B, C], "mm")))))
+    assert widths == [32, 16], widths  # two vectors wide either way
