@@ -62,6 +62,13 @@ def _vector_loops(text: str) -> list[tuple[int, str, int]]:
     return out
 
 
+def _matmul(m: int, n: int, kk: int) -> list:
+    A = te.placeholder((m, kk), name="A")
+    B = te.placeholder((kk, n), name="B")
+    k = te.reduce_axis((0, kk), "k")
+    return [A, B, te.compute((m, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")]
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_default_conv_matches_numpy_and_vectorizes(kind):
     shape, extent = KINDS[kind]
@@ -103,11 +110,7 @@ def test_narrow_pointwise_vectorizes_output_channels():
 
 
 def test_default_matmul_register_tile():
-    n = 64
-    A = te.placeholder((n, n), name="A")
-    B = te.placeholder((n, n), name="B")
-    k = te.reduce_axis((0, n), "k")
-    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = _matmul(64, 64, 64)
     s = default_schedule(C, cores=2)
     assert_matches_numpy(s, [A, B, C], seed=2)
     text = format_func(lower(s, [A, B, C], "mm"))
@@ -162,10 +165,7 @@ def test_default_dense_packs_its_strided_weight():
 
 def test_default_gemm_sweeps_long_k_in_chunks():
     """A GEMM's K over 256 is swept in chunks over a producer tile of several register tiles."""
-    A = te.placeholder((32, 512), name="A")
-    B = te.placeholder((512, 64), name="B")
-    k = te.reduce_axis((0, 512), "k")
-    C = te.compute((32, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = _matmul(32, 64, 512)
     s = default_schedule(C, cores=2)
     assert_matches_numpy(s, [A, B, C], seed=3)
     text = format_func(lower(s, [A, B, C], "mm"))
@@ -179,11 +179,7 @@ def test_default_trace_takes_the_targets_vector_width():
     from autosched.search_space.default import default_trace
     from autosched.search_space.schedule import replay
 
-    n = 64
-    A = te.placeholder((n, n), name="A")
-    B = te.placeholder((n, n), name="B")
-    k = te.reduce_axis((0, n), "k")
-    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = _matmul(64, 64, 64)
     wide = default_trace([C], get_adapter("llvm-cpu -mcpu=skylake-avx512"), cores=2)
     narrow = default_trace([C], get_adapter("llvm-cpu -mcpu=haswell"), cores=2)
     widths = []
