@@ -101,6 +101,7 @@ def test_missing_log_is_an_error(tmp_path):
 
 
 def test_tasks_use_their_tuned_records(tmp_path):
+    from autosched.graph.compiled import as_graph
     from autosched.graph.export import export_model
     from autosched.graph.tasks import extract_tasks
     from autosched.hai.registry import get_adapter
@@ -108,8 +109,6 @@ def test_tasks_use_their_tuned_records(tmp_path):
     from autosched.records.record import make_record
     from autosched.search_space.default import default_schedule
     from autosched.target import parse_target
-
-    from autosched.graph.compiled import as_graph
 
     graph = as_graph(resnet_like(blocks=1))  # as compile_model sees it: conv weights output-channel last
     task = extract_tasks(graph).tasks[1]  # the block's second conv, with the residual add
