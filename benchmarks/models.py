@@ -49,7 +49,7 @@ from autosched.graph.compiled import compile_model
 from autosched.graph.ort_profile import per_task_comparison, print_per_task
 from autosched.graph.task_race import print_races, race_tasks
 from autosched.graph.tasks import extract_tasks
-from autosched.graph.tune_model import ModelTuner, compare_with_onnxruntime
+from autosched.graph.tune_model import ModelTuner, compare_with_onnxruntime, ort_session
 from autosched.graph.weight_layout import channels_last_weights
 from autosched.measure.compare import interleaved_medians
 from autosched.tune import TuneOptions
@@ -69,14 +69,6 @@ def _torch_runner(name: str, small: bool, inputs: dict[str, np.ndarray]):
             module(*args)
 
     return run
-
-
-def _ort_session(path: Path):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = THREADS
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
 def print_tasks(tg) -> None:
@@ -99,7 +91,7 @@ def bench(name: str, small: bool, out_dir: Path, repeat: int, tasks: bool = Fals
         model = compile_model(graph)
     compile_s = time.perf_counter() - t0
     inputs = example_inputs(name, small=small, seed=11)
-    session = _ort_session(path)
+    session = ort_session(path, THREADS)
     expected = session.run(None, inputs)
     got = list(model.run(inputs).values())
     err = max(float(np.abs(g - e).max() / np.abs(e).max()) for g, e in zip(got, expected, strict=True))

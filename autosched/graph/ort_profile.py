@@ -84,23 +84,26 @@ def profile_onnxruntime(
     onnxruntime at its default optimization level, ``threads`` intra-op threads, the CPU provider.
     """
     import onnx
-    import onnxruntime as ort
+
+    from .tune_model import ort_session
 
     with tempfile.TemporaryDirectory(prefix="autosched-ort-") as tmp:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.log_severity_level = 3  # the NCHWc serialization warning is expected here
-        opts.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
-        opts.enable_profiling = True
-        opts.profile_file_prefix = os.path.join(tmp, "profile")
-        session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+        optimized_path = os.path.join(tmp, "optimized.onnx")
+        session = ort_session(
+            onnx_path,
+            threads,
+            log_severity_level=3,  # the NCHWc serialization warning is expected here
+            optimized_model_filepath=optimized_path,
+            enable_profiling=True,
+            profile_file_prefix=os.path.join(tmp, "profile"),
+        )
         feed = dict(inputs)
         for _ in range(warmup):
             session.run(None, feed)
         for _ in range(runs):
             session.run(None, feed)
         events = _kernel_events(session.end_profiling())
-        optimized = onnx.load(opts.optimized_model_filepath)
+        optimized = onnx.load(optimized_path)
     durations: dict[str, list[float]] = {}
     for e in events:  # in run order: the last ``runs`` of each node are the timed runs
         durations.setdefault(e["name"][: -len(KERNEL_SUFFIX)], []).append(float(e["dur"]) * 1e-6)

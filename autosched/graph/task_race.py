@@ -59,11 +59,11 @@ def race_tasks(
     ``transform``: the graph pass the tuned model went through (its tasks in the same order).
     """
     import onnx.utils
-    import onnxruntime as ort
 
     from ..build import build
     from ..frontend.onnx.importer import Importer, load_model
     from ..search_space.schedule import replay
+    from .tune_model import ort_session
 
     proto = load_model(Path(onnx_path))
     importer = Importer(proto, None)
@@ -84,10 +84,7 @@ def race_tasks(
             inputs = [names[op] for op in call.inputs if op in names and op not in tg.graph.weights]
             sub = str(Path(tmp) / f"task{i}.onnx")
             onnx.utils.extract_model(str(onnx_path), sub, inputs, [names[call.output]])
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = threads
-            opts.log_severity_level = 3
-            session = ort.InferenceSession(sub, opts, providers=["CPUExecutionProvider"])
+            session = ort_session(sub, threads, log_severity_level=3)
             feed = {
                 x.name: rng.standard_normal([int(d) for d in x.shape]).astype("float32")
                 for x in session.get_inputs()

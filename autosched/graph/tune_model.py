@@ -219,11 +219,15 @@ def random_model_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
-def _ort_session(path: Path, threads: int | None = None) -> Any:
+def ort_session(path: str | Path, threads: int | None = None, **options: Any) -> Any:
+    """An onnxruntime session on its CPU provider, ``threads`` intra-op threads (default: every core);
+    ``options`` are further ``SessionOptions`` attributes (``enable_profiling=True``, ...)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads or os.cpu_count() or 1
+    for name, value in options.items():
+        setattr(opts, name, value)
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
@@ -241,7 +245,7 @@ def _session_or_none(onnx_path: str | Path | None, threads: int | None = None) -
     if onnx_path is None:
         return None
     try:
-        return _ort_session(Path(onnx_path), threads)
+        return ort_session(Path(onnx_path), threads)
     except ImportError:
         return None
 
