@@ -64,9 +64,10 @@ def _packed_per_batch(factor: float, batches: int = 8, batch: int = 16) -> list[
 
 
 def test_a_family_the_model_ranks_low_is_still_measured_while_in_the_race():
-    # 1.3x slower at equal tiles: in the race (slack 1.5), so every guided batch measures 3 of 15
-    # model picks packed, however low the model ranks them.
-    assert all(n >= 3 for n in _packed_per_batch(1.3)[1:])
+    # 1.3x slower at equal tiles: in the race (slack 1.5), so every guided batch measures packed
+    # candidates, however low the model ranks them: the reserved places (3 of 15 model picks) rotate
+    # over the leader's three rival families (pack x resident), two of which pack.
+    assert all(n >= 2 for n in _packed_per_batch(1.3)[1:])
 
 
 def test_a_hopeless_family_loses_its_share():
