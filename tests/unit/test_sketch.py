@@ -88,6 +88,37 @@ def test_accumulator_tile_fits_the_registers() -> None:
     assert rebuilt["conv2d.local/tile/rc"] == d["conv2d.local/tile/rc"]  # reduction tiles are kept
 
 
+
+def test_a_resident_accumulator_tile_fits_the_registers_whole() -> None:
+    """With ``resident`` the accumulator tile of levels 2 and 3 together fits the registers (it then
+    stays in them across the whole reduction); without it only level 3 must. A mutation that widens
+    the vector tile past the registers keeps the wider vectors and gives up rows to level 2."""
+    *_, C = make_matmul(1024, 1024, 1024)
+    policy = SketchPolicy([C], lanes=16)
+    rng = random.Random(2)
+
+    def tile(d: dict, levels: slice) -> int:
+        i, j = d["matmul.local/tile/i"], d["matmul.local/tile/j"]
+        rows = i[levels][0] * (i[levels][1] if len(i[levels]) > 1 else 1)
+        cols = j[levels][0] * (j[levels][1] if len(j[levels]) > 1 else 1)
+        return rows * -(-cols // 16)
+
+    seen = set()
+    for _ in range(60):
+        _, d = policy.sample(rng)
+        seen.add(d["matmul.local/resident"])
+        assert tile(d, slice(3, 4)) <= 28
+        if d["matmul.local/resident"]:
+            assert tile(d, slice(2, 4)) <= 28, d
+    assert seen == {True, False}
+    wide = {"matmul.local/tile/i": [1, 64, 1, 16], "matmul.local/tile/j": [8, 4, 1, 32]}  # 16 x 2 vectors
+    _, fitted = policy.sample(rng, {"matmul.local/resident": False, **wide})
+    assert fitted["matmul.local/tile/j"] == [8, 4, 1, 32]  # the mutated vector tile is kept
+    assert fitted["matmul.local/tile/i"] == [1, 64, 2, 8]  # rows moved to level 2
+    _, resident = policy.sample(rng, {**fitted, "matmul.local/resident": True})
+    assert resident["matmul.local/tile/i"] == [1, 128, 1, 8]  # level 2 moved out: 8 x 2 vectors in all
+    assert policy.sample(random.Random(9), resident)[1] == resident  # the decisions rebuild it as is
+
 def _whole_tensor_sums():
     from autosched import te
 
