@@ -88,7 +88,6 @@ def test_accumulator_tile_fits_the_registers() -> None:
     assert rebuilt["conv2d.local/tile/rc"] == d["conv2d.local/tile/rc"]  # reduction tiles are kept
 
 
-
 def test_a_resident_accumulator_tile_fits_the_registers_whole() -> None:
     """With ``resident`` the accumulator tile of levels 2 and 3 together fits the registers (it then
     stays in them across the whole reduction); without it only level 3 must. A mutation that widens
@@ -118,6 +117,7 @@ def test_a_resident_accumulator_tile_fits_the_registers_whole() -> None:
     _, resident = policy.sample(rng, {**fitted, "matmul.local/resident": True})
     assert resident["matmul.local/tile/i"] == [1, 128, 1, 8]  # level 2 moved out: 8 x 2 vectors in all
     assert policy.sample(random.Random(9), resident)[1] == resident  # the decisions rebuild it as is
+
 
 def _whole_tensor_sums():
     from autosched import te
