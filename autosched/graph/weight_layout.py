@@ -19,6 +19,7 @@ Example: ``model = compile_model(channels_last_weights(from_onnx("resnet18.onnx"
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -33,17 +34,34 @@ PERM = (1, 2, 3, 0)  # [k, c, ry, rx] -> [c, ry, rx, k]
 
 def channels_last_weights(graph: Graph) -> Graph:
     """``graph`` with its convs' weights stored output-channel last (see the module docstring)."""
-    ops = graph.ops()
-    readers = consumers(ops)
-    moved: dict[Operation, Tensor] = {}
+    readers = consumers(graph.ops())
     returned = {o.tensor.op for o in graph.outputs}  # a weight that is an output keeps its layout
+    moves: dict[Operation, Relayout] = {}
     for op in graph.weights:
         if op in readers and op not in returned and _output_channel_first(op, readers[op]):
-            assert isinstance(op, PlaceholderOp)
-            shape = tuple(op.shape[p] for p in PERM)
-            moved[op] = Tensor(PlaceholderOp(op.name, shape, op.dtype))
-    if not moved:
+            moves[op] = Relayout(
+                tuple(op.shape[p] for p in PERM),
+                lambda idx: tuple(idx[p] for p in PERM),
+                lambda value: np.ascontiguousarray(value.transpose(PERM)),
+            )
+    return relayout(graph, moves)
+
+
+@dataclasses.dataclass(frozen=True)
+class Relayout:
+    """A weight stored anew: its new shape, each read's new indices from the old, and the new value."""
+
+    shape: tuple[int, ...]
+    index: Callable[[tuple[Expr, ...]], tuple[Expr, ...]]
+    value: Callable[[np.ndarray], np.ndarray]
+
+
+def relayout(graph: Graph, moves: Mapping[Operation, Relayout]) -> Graph:
+    """``graph`` with each weight of ``moves`` replaced by a new constant in its new layout, and every
+    read of it rewritten (the shared mechanics of the layout passes here and in gemm_layout.py)."""
+    if not moves:
         return graph
+    moved = {op: Tensor(PlaceholderOp(op.name, m.shape, op.dtype)) for op, m in moves.items()}
     rebuilt: dict[Operation, Tensor] = {}
 
     def swap(e: object) -> Expr | None:
@@ -52,10 +70,10 @@ def channels_last_weights(graph: Graph) -> Graph:
         src = e.tensor.op
         idx = tuple(rewrite(i, swap) for i in e.indices)
         if src in moved:
-            return TensorRead(moved[src], tuple(idx[p] for p in PERM), e.dtype)
+            return TensorRead(moved[src], moves[src].index(idx), e.dtype)
         return TensorRead(rebuilt.get(src, e.tensor), idx, e.dtype)
 
-    for op in ops:
+    for op in graph.ops():
         if isinstance(op, ComputeOp):
             rebuilt[op] = Tensor(dataclasses.replace(op, body=rewrite(op.body, swap)))
 
@@ -63,9 +81,7 @@ def channels_last_weights(graph: Graph) -> Graph:
         return moved.get(t.op) or rebuilt.get(t.op) or t
 
     weights = {
-        (moved[op].op if op in moved else op): (
-            np.ascontiguousarray(value.transpose(PERM)) if op in moved else value
-        )
+        (moved[op].op if op in moved else op): (moves[op].value(value) if op in moves else value)
         for op, value in graph.weights.items()
     }
     outputs = tuple(dataclasses.replace(o, tensor=new(o.tensor)) for o in graph.outputs)
