@@ -152,13 +152,14 @@ class CompiledModel:
 
 def as_graph(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """A :class:`Graph`, or an ONNX model (path or ModelProto) through the ONNX frontend, with its conv
-    weights stored output-channel last (:func:`.weight_layout.channels_last_weights`: done once here, so
-    that tuning, compiling and exporting see the same tasks; idempotent)."""
+    weights stored output-channel last (:func:`.weight_layout.channels_last_weights`) and its GEMM
+    weights in column panels (:func:`.gemm_layout.panel_weights`): done once here, so that tuning,
+    compiling and exporting see the same tasks; idempotent."""
+    from .gemm_layout import panel_weights
     from .weight_layout import channels_last_weights
 
-    if isinstance(model, Graph):
-        return channels_last_weights(model)
-    return channels_last_weights(_import(model, input_shapes))
+    graph = model if isinstance(model, Graph) else _import(model, input_shapes)
+    return panel_weights(channels_last_weights(graph))
 
 
 def _import(model: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Graph:

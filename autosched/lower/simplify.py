@@ -99,12 +99,29 @@ class Simplifier:
         rest = Affine(tuple(t for t in form.terms if t[2] % c), form.const)
         b = const_bounds(rest, self.extents)
         if b is None or b[0] // c != b[1] // c:
-            return e
+            return self.divmod_low(e, c, form)
         q = b[0] // c
         if e.op == "//":
             quotient = Affine(tuple((k, a, coef // c) for k, a, coef in whole.terms), q)
             return self.expr_of(quotient, e.dtype)
         return self.expr_of(rest.shift(-q * c), e.dtype)
+
+    def divmod_low(self, e: Binary, c: int, form: Affine) -> Expr:
+        """With multiples of ``g`` (a divisor of ``c``) and a rest in ``[0, g)``: the rest never carries
+        past a multiple of ``c``, so ``(x * 16 + j) // 32`` is ``(x * 16) // 32`` and ``% 32`` is
+        ``(x * 16) % 32 + j`` for ``0 <= j < 16`` (a 16-lane ``j`` in a 32-wide GEMM weight panel,
+        graph/gemm_layout.py, stays one contiguous load). Floor division: holds for any sign of ``x``."""
+        for g in sorted((d for d in range(2, c) if c % d == 0), reverse=True):
+            high = Affine(tuple(t for t in form.terms if t[2] % g == 0), 0)
+            low = Affine(tuple(t for t in form.terms if t[2] % g), form.const)
+            b = const_bounds(low, self.extents)
+            if not high.terms or low.is_const or b is None or b[0] < 0 or b[1] >= g:
+                continue
+            part = self.binary(Binary(e.op, self.expr_of(high, e.dtype), Const(c, e.dtype), e.dtype))
+            if e.op == "//":
+                return part
+            return Binary("+", part, self.expr_of(low, e.dtype), e.dtype)
+        return e
 
     @staticmethod
     def expr_of(form: Affine, dtype: str) -> Expr:

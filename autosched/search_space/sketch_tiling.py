@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..te.expr import IterVar
+from ..te.expr import Binary, Const, IterVar
 from ..te.tensor import ComputeOp, Tensor, TensorRead, walk
 from .sketch_base import UNROLL_STEPS, WINDOW_UNROLL_MAX, BuilderBase, _prod, divisors, plain_index
 from .stage import Stage
@@ -174,13 +174,17 @@ class TilingRules(BuilderBase):
         fit are resampled."""
         *outer_axes, last = axes
         multiple = vector_multiple(last.extent, self.p.lanes)
+        # A weight in panels (graph/gemm_layout.py) is contiguous only within a panel: the vector
+        # tile must divide its width (lower/simplify.py then proves each vector within one panel), or
+        # every vector load becomes a gather across two panels.
+        widest = self.panel_width(last) or 64
         given = any(f"{name}/tile/{a.name}" in self.given for a in axes)
         for attempt in range(64):
             if attempt:  # the given or sampled tiles overflow the registers: sample afresh
                 for a in axes:
                     self.given.pop(f"{name}/tile/{a.name}", None)
             lengths = [self.tiles(f"{name}/tile/{a.name}", a.extent, 4, inner_max=16) for a in outer_axes]
-            lengths.append(self.tiles(f"{name}/tile/{last.name}", last.extent, 4, 64, multiple))
+            lengths.append(self.tiles(f"{name}/tile/{last.name}", last.extent, 4, widest, multiple))
             if self._fits(lengths):
                 break
             if attempt == 0 and given and self._fits(fitted := self._fit_registers(lengths)):
@@ -189,6 +193,20 @@ class TilingRules(BuilderBase):
                     self.used[f"{name}/tile/{a.name}"] = ln
                 break
         return lengths
+
+    def panel_width(self, axis: IterVar) -> int | None:
+        """The narrowest ``c`` of reads ``W[axis // c, ..., axis % c]`` in the stage of ``axis`` (a GEMM
+        weight stored in panels), or None."""
+        widths = [
+            int(i.b.value)
+            for st in self.s.stages
+            if isinstance(st.op, ComputeOp) and any(a is axis for a in st.op.axis)
+            for n in walk(st.op.body)
+            if isinstance(n, TensorRead)
+            for i in n.indices
+            if isinstance(i, Binary) and i.op == "%" and i.a is axis and isinstance(i.b, Const)
+        ]
+        return min(widths, default=None)
 
     def _fits(self, lengths: list[list[int]]) -> bool:
         row = math.ceil(lengths[-1][-1] / self.p.lanes)
