@@ -45,12 +45,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
 from export import MODELS, example_inputs, export_model  # benchmarks/models/export.py
 
 from autosched.frontend.onnx import from_onnx
-from autosched.graph.compiled import compile_model
+from autosched.graph.compiled import as_graph, compile_model
 from autosched.graph.ort_profile import per_task_comparison, print_per_task
 from autosched.graph.task_race import print_races, race_tasks
 from autosched.graph.tasks import extract_tasks
 from autosched.graph.tune_model import ModelTuner, compare_with_onnxruntime, ort_session
-from autosched.graph.weight_layout import channels_last_weights
 from autosched.measure.compare import interleaved_medians
 from autosched.tune import TuneOptions
 
@@ -137,7 +136,7 @@ def bench_tuned(
     """Yield one row per budget: the model tuned that far (continuing its log), then raced."""
     path = export_model(name, out_dir, small=small)
     log = out_dir / f"{name}{'_small' if small else ''}.jsonl"
-    transform = channels_last_weights  # what ModelTuner and compile_model do to the graph (as_graph)
+    transform = as_graph  # what ModelTuner and compile_model do to the graph: conv and GEMM weight layouts
     model = path
     curve: list[tuple[int, float]] = []  # (trials so far, estimated latency) once every task has a result
     done_before, wall = 0, 0.0
