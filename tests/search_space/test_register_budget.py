@@ -46,6 +46,10 @@ def test_a_given_tile_that_would_spill_is_resampled() -> None:
 def test_small_rows_keep_the_whole_budget() -> None:
     """Two vectors a row leave 28 accumulators, as before (matmul 14 x 32)."""
     *_, out = make_matmul(224, 256, 64)
-    given = {"matmul.local/tile/i": [1, 1, 16, 14], "matmul.local/tile/j": [1, 1, 8, 32]}
+    given = {
+        "matmul.local/tile/i": [1, 1, 16, 14],
+        "matmul.local/tile/j": [1, 1, 8, 32],
+        "matmul.local/resident": False,
+    }
     sch, d = SketchPolicy([out], lanes=LANES).sample(random.Random(0), given)
     assert d["matmul.local/tile/i"] == [1, 1, 16, 14] and d["matmul.local/tile/j"] == [1, 1, 8, 32]
