@@ -4,6 +4,7 @@ registers, its vector axis the output's last or a channel axis, the reused input
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from ..te.expr import Binary, Const, IterVar
 from ..te.tensor import ComputeOp, Tensor, TensorRead, walk
@@ -218,14 +219,7 @@ class TilingRules(BuilderBase):
         first, until they fit beside the vector axis's: a mutation from 16 x 1 vectors to 16 x 2
         becomes 8 x 2 rather than a random tiling (a 16 x 16 tile held one search at 0.79x numpy
         while 8 x 32 ran 1.05x: crossing took two matching mutations)."""
-        lengths = [list(ln) for ln in lengths]
-        while not self._fits(lengths):
-            ln = max(lengths[:-1], key=lambda ln: ln[3], default=None)
-            if ln is None or ln[3] == 1:
-                break
-            factor = min(d for d in divisors(ln[3]) if d > 1)
-            ln[2], ln[3] = ln[2] * factor, ln[3] // factor
-        return lengths
+        return _move_out(lengths, 3, slice(None, -1), self._fits)
 
     def resident_tiles(self, lengths: list[list[int]]) -> list[list[int]]:
         """``lengths`` with level-2 factors moved out to level 1 until the whole accumulator tile
@@ -233,19 +227,13 @@ class TilingRules(BuilderBase):
         it. A tile of 8 x 32 that way (rows at level 2, one vector pair at level 3) ran 1024^3 matmul
         at 1.09x numpy; searches that kept a 128 x 512 tile in memory, reloaded on every outer
         reduction step, ended at 0.91x (session 7, three seeds of 300 trials)."""
-        lengths = [list(ln) for ln in lengths]
 
-        def vectors() -> int:
+        def fits(lengths: list[list[int]]) -> bool:
             *outer, last = lengths
-            return _prod([ln[2] * ln[3] for ln in outer]) * math.ceil(last[2] * last[3] / self.p.lanes)
+            tile = _prod([ln[2] * ln[3] for ln in outer]) * math.ceil(last[2] * last[3] / self.p.lanes)
+            return tile <= self.p.registers
 
-        while vectors() > self.p.registers:
-            ln = max((ln for ln in lengths if ln[2] > 1), key=lambda ln: ln[2], default=None)
-            if ln is None:
-                break  # level 3 alone overflows: register_tiles allows only the operands' margin
-            factor = min(d for d in divisors(ln[2]) if d > 1)
-            ln[1], ln[2] = ln[1] * factor, ln[2] // factor
-        return lengths
+        return _move_out(lengths, 2, slice(None), fits)
 
     def packable(self, op: ComputeOp) -> list[tuple[Tensor, tuple[int, ...] | None]]:
         """Inputs read along the vectorized (last spatial) axis that ignore another spatial axis,
@@ -267,3 +255,18 @@ class TilingRules(BuilderBase):
             d, rank = dims[0], len(n.indices)
             found.append((n.tensor, None if d == rank - 1 else (*[x for x in range(rank) if x != d], d)))
         return found
+
+
+def _move_out(
+    lengths: list[list[int]], level: int, axes: slice, fits: Callable[[list[list[int]]], bool]
+) -> list[list[int]]:
+    """A copy of ``lengths`` with the smallest factors of tile ``level`` moved out one level, on the
+    largest of ``axes`` first, until ``fits`` holds or that level of them is all 1."""
+    lengths = [list(ln) for ln in lengths]
+    while not fits(lengths):
+        ln = max(lengths[axes], key=lambda ln: ln[level], default=None)
+        if ln is None or ln[level] == 1:
+            break
+        factor = min(d for d in divisors(ln[level]) if d > 1)
+        ln[level - 1], ln[level] = ln[level - 1] * factor, ln[level] // factor
+    return lengths
