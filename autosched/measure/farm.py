@@ -48,6 +48,7 @@ from .task import MeasureTask
 
 POLL_S = 0.5  # how often a waiting batch looks at the farm's workers
 NO_WORKER_S = 60.0  # a chip without any worker this long stops the run (its batch is not logged)
+MAX_RESENT = 3  # a batch sends its task's arrays again at most this often (each loss is a dead worker)
 HELD_TASKS = 4  # tasks whose arrays stay on the workers between batches (the most recently measured)
 Note = Callable[[str], None]
 
@@ -265,22 +266,35 @@ class FarmMeasurer:
         """One result per trace, in order; raises FarmLostError only when the farm itself is gone.
 
         A candidate whose worker died is measured once more after the rest of the batch, alone, so
-        that a second death is its own doing (a "crash"), not a neighbour's on the same worker.
+        that a second death is its own doing (a "crash"), not a neighbour's on the same worker. One that
+        failed because the task's arrays were lost (their holder died while recomputing them) is not a
+        suspect: the arrays are sent again and it is measured again, uncounted.
         """
         distributed = _import_distributed()
-        ref = self._ref(task)
         results: list[MeasureResult | None] = [None] * len(traces)
         retried: set[int] = set()
         suspects: collections.deque[int] = collections.deque()
-        pending = {self._submit(ref, trace): i for i, trace in enumerate(traces)}
+        pending: dict[Any, tuple[int, Any]] = {}  # future -> (candidate, the arrays' future it used)
+
+        def submit(i: int) -> None:
+            ref = self._ref(task)
+            pending[self._submit(ref, traces[i])] = (i, ref)
+
+        for i in range(len(traces)):
+            submit(i)
+        resent = 0
         while pending or suspects:
             if suspects and not pending:
-                i = suspects.popleft()
-                pending[self._submit(ref, traces[i])] = i
+                submit(suspects.popleft())
             for fut in self._wait(list(pending), distributed):
-                i = pending.pop(fut)
+                i, used = pending.pop(fut)
                 res = self._outcome(fut, distributed)
-                if res is None and i not in retried:
+                if res is None and used.status == "error" and resent < MAX_RESENT:
+                    if self._refs.get(id(task), (None, None))[1] is used:
+                        del self._refs[id(task)]  # lost for good: the next _ref sends the arrays again
+                        resent += 1
+                    submit(i)
+                elif res is None and i not in retried:
                     retried.add(i)
                     self.resubmitted += 1
                     suspects.append(i)

@@ -10,6 +10,7 @@ import pytest
 from autosched.measure.farm import Farm, FarmLostError
 from autosched.measure.farm_worker import FakeBackend
 from autosched.records.log import trace_key
+from autosched.search_space.default import default_schedule
 from autosched.tune import TuneOptions, Tuner
 
 from .common import cost, crashes, records, small_matmul, wait_for_records
@@ -136,6 +137,29 @@ def test_a_candidate_that_kills_its_worker_process_is_recorded_as_a_crash(farm2,
     assert crashed, "the seed should draw at least one candidate that crashes"
     assert crashed == {trace_key(r.trace) for r in got if crashes(r.trace)}  # only those, each of them
     assert all(r.ok for r in got if not crashes(r.trace)), [r.error_msg for r in got if not crashes(r.trace)]
+
+
+def _lost_in_recompute(task):
+    import types
+
+    import distributed
+
+    raise distributed.KilledWorker("_hold", types.SimpleNamespace(address="tcp://10.0.0.9:1234"), 0)
+
+
+def test_candidates_whose_arrays_were_lost_are_measured_again_not_blamed(farm2, tmp_path):
+    # The arrays' holder died and the worker recomputing them died too: that future is erred for good,
+    # and every candidate that depends on it fails as if its own worker had died, twice (CI, 2026-12-01).
+    measurer = farm2.measurer("llvm-cpu", FakeBackend(cost))
+    inst = small_matmul()
+    task = Tuner([inst], "llvm-cpu", tmp_path / "lost.jsonl", measurer=measurer).tasks[0].measure_task
+    traces = [default_schedule(inst.outputs[0], cores=c).trace for c in (1, 2)]
+    lost = farm2.client.submit(_lost_in_recompute, task, pure=False)
+    measurer._refs[id(task)] = (task, lost)
+    got = measurer.measure(task, traces)
+    assert [r.ok for r in got] == [True, True], [r.error_msg for r in got]
+    assert measurer.resubmitted == 0  # nobody was a suspect
+    assert measurer._refs[id(task)][1] is not lost
 
 
 def test_the_scheduler_stopped_mid_run_keeps_finished_batches_and_resume_continues(tmp_path):
