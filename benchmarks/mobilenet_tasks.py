@@ -7,7 +7,8 @@ model in NCHWc, so its node times carry no layout changes between convs), per ca
 depthwise 3x3 stride 1 / stride 2, pointwise 1x1 (expansion with ReLU6, projection, projection with the
 residual add), the stem and the classifier. ``lanes`` says where the best kernel keeps its vector
 lanes: ``chan`` (channels, the sketch's ``vector_axis``), ``w`` (the output's last axis) or ``rows``
-(the classifier reduced row by row).
+(the classifier reduced row by row). The tasks are the ones the model is tuned and compiled with
+(``as_graph``: conv weights stored K-last, GEMM weights in column panels), not the bare import's.
 
     taskset -c 1 python benchmarks/mobilenet_tasks.py --threads 1 --trials 64        # every kind
     taskset -c 1 python benchmarks/mobilenet_tasks.py --threads 1 --trials 16 --kinds depthwise_s2
@@ -28,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
 from export import export_model  # benchmarks/models/export.py
 
-from autosched.frontend.onnx import from_onnx
+from autosched.graph.compiled import as_graph
 from autosched.graph.ort_profile import per_task_comparison
 from autosched.graph.tasks import Task, extract_tasks
 from autosched.te.tensor import ComputeOp
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--kinds: some of {', '.join(KINDS)}")
     work = Path(tempfile.mkdtemp(prefix="autosched-mobilenet-"))
     path = export_model("mobilenet_v2", work, small=False)
-    tg = extract_tasks(from_onnx(path))
+    # The tasks the model is tuned and compiled with: conv weights K-last, GEMM weights in panels.
+    tg = extract_tasks(as_graph(path))
     chosen: list[int] = []
     for kind in kinds:
         mine = [i for i, t in enumerate(tg.tasks) if kind_of(t) == kind]
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     states = tuner.run()
     wall = time.perf_counter() - t0
     best = {s.inst.key: s.best_cost for s in states}
-    rows, _ = per_task_comparison(path, best, threads=ns.threads or 1, runs=30)
+    rows, _ = per_task_comparison(path, best, threads=ns.threads or 1, runs=30, transform=as_graph)
     print(f"MobileNetV2 tasks, {ns.trials} trials each, threads {ns.threads or 'all'}; per call; ")
     print("ort/ours > 1: autosched is faster; ort = onnxruntime's profiled node (NCHWc, fused epilogue)")
     print(f"  {'#':>2} {'kind':<13} {'input -> output':<30} {'w':>2} {'ours us':>8} {'ort us':>8} "
