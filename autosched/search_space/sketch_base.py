@@ -186,13 +186,23 @@ class BuilderBase:
         walks memory contiguously (a classifier's ``x[0, k] * W[j, k]``), is reduced output by output
         in vector lanes as a reduction without reuse: its only reuse is the small vector, and tiled with
         ``j`` in lanes each step gathers 16 rows of ``W`` (MobileNetV2's 1280 -> 1000 ran 7-31 ms,
-        onnxruntime 0.27). Offered, not imposed: the choice is the decision ``<stage>/matrix_vector``."""
+        onnxruntime 0.27). Offered, not imposed: the choice is the decision ``<stage>/matrix_vector``.
+        Only where the matrix (every read with the output axis) is walked along the reduction: a weight
+        in column panels (graph/gemm_layout.py) read so is a stride-32 gather (1280 -> 1024: 1.9 ms,
+        tiled with the panel's columns in lanes 0.32)."""
         op = st.op
         if not isinstance(op, ComputeOp) or not op.reduce_axis or not has_reuse(op):
             return False
         long_axes = [a for a in op.axis if a.extent > 1]
         red = op.reduce_axis[-1]
         if len(long_axes) != 1 or not contiguous_reduction(op) or red.extent < 2 * self.p.lanes:
+            return False
+        matrix = [
+            n
+            for n in walk(op.body)
+            if isinstance(n, TensorRead) and any(v is long_axes[0] for i in n.indices for v in walk(i))
+        ]
+        if not all(_unit_stride(n.indices[-1], red) for n in matrix):
             return False
         key = f"{st.name}/matrix_vector"
         if key not in self.used:
