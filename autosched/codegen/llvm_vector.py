@@ -54,9 +54,31 @@ def _linear(e: Expr, var: Var) -> dict[Any, int] | None:
                     return _scale(a, b.get(_ONE, 0))
             else:
                 return _add(a, _scale(b, -1) if e.op == "-" else b)
+    if isinstance(e, Binary) and e.op in ("//", "%") and isinstance(e.b, Const) and depends_on(e.a, var):
+        inner = _linear(e.a, var)
+        c = int(e.b.value)
+        if inner is not None and c > 0:  # kept whole: affine_index pairs it with its other half
+            return {("divmod", e.op, c, frozenset(inner.items())): 1}
     if depends_on(e, var):
         return None
     return {("term", structural_key(e)): 1}
+
+
+def _join_divmods(total: dict[Any, int]) -> dict[Any, int] | None:
+    """``c * (x // c) + x % c`` is ``x``: a fused loop of two axes (a 1x1 conv's rows and columns as
+    one pixel axis, ``y = p // W``, ``x = p % W``) indexes a row-major buffer as one stream again.
+    None where a quotient or remainder of the lane variable is left over."""
+    out = {a: k for a, k in total.items() if not (isinstance(a, tuple) and a[0] == "divmod")}
+    for a, k in total.items():
+        if not (isinstance(a, tuple) and a[0] == "divmod") or a[1] != "%":
+            continue
+        div = ("divmod", "//", a[2], a[3])
+        if total.get(div, 0) != a[2] * k:
+            return None
+        out = _add(out, _scale(dict(a[3]), k))
+    pairs = sum(1 for a in total if isinstance(a, tuple) and a[0] == "divmod")
+    mods = sum(1 for a in total if isinstance(a, tuple) and a[0] == "divmod" and a[1] == "%")
+    return out if pairs == 2 * mods else None
 
 
 def _scale(f: dict[Any, int], k: int) -> dict[Any, int]:
@@ -94,6 +116,10 @@ def affine_index(buffer: Buffer, indices: tuple[Expr, ...], var: Var) -> Affine 
         if f is None:
             return None
         total = _add(total, _scale(f, stride))
+    joined = _join_divmods(total)
+    if joined is None:
+        return None
+    total = joined
     coeff = total.pop(("var", id(var)), 0)
     return Affine(coeff, frozenset(total.items()))
 

@@ -30,6 +30,9 @@ TILE_BYTES = 32 * 1024  # the producer's accumulator tile: L1
 ROW_MAX = 16  # the reused axis's register tile
 KC = 256  # a GEMM's reduction chunk
 UNROLL = 64  # the register tile's loops and a 3x3 window's taps unrolled, a channel loop not
+ROWS_VECTORS = 8  # a whole-row vector tile's most vectors
+ROWS_CHUNK_BYTES = 24 * 1024  # half of L1
+ROWS_ACCUMULATORS = 24  # its accumulators: 3 rows of channels x 7 vectors beside 7 data vectors
 MV_LANES = 2  # vectors of partial sums a matrix-vector product's row reduction keeps
 
 
@@ -95,11 +98,16 @@ class _FixedTiling(TilingRules, ReductionRules):
         *outer, last = axes
         op = self.s[name].op
         assert isinstance(op, ComputeOp)
-        if last.extent % lanes == 0:
+        rows = self.rows_per_tile(op, axes)
+        if rows:  # whole rows in lanes (sketch_tiling.whole_rows): 56 wide, 2 rows are 7 full vectors
+            v = last.extent
+            row = rows * v // lanes
+        elif last.extent % lanes == 0:
             v = 2 * lanes if last.extent % (2 * lanes) == 0 else lanes
+            row = v // lanes
         else:
             v = vector_multiple(last.extent, lanes)
-        row = math.ceil(v / lanes)
+            row = math.ceil(v / lanes)
         # An input read across the lanes with a stride is packed with them contiguous: a conv's weight
         # with channels in lanes (not one stored K-last), dense's W[j, k] (BERT's 128 x 768 x 768 dense:
         # 5.7 ms gathering, 1.5 packed); matmul's B[k, j] is read in place.
@@ -115,10 +123,13 @@ class _FixedTiling(TilingRules, ReductionRules):
         # Up to 16 along an axis the vector operand is reused on (MobileNetV2's 56x56 144 -> 24
         # projection: 0.52 ms at 8, 0.31 at 12), 8 otherwise (a depthwise conv's rows reuse nothing:
         # its 112x112 one ran 0.29 ms at 8, 0.43 at 16).
-        budget = max(1, min(ROW_MAX if reused else ROW_MAX // 2, ACCUMULATORS // row))
+        most = ROWS_ACCUMULATORS if rows else ACCUMULATORS
+        budget = max(1, min(ROW_MAX if reused else ROW_MAX // 2, most // row))
         inner = {
             id(a): max(d for d in divisors(a.extent) if d <= budget) if a is row_axis else 1 for a in outer
         }
+        if rows:
+            inner[id(outer[-1])] = rows
         # With too few vector tiles for the cores, the loops outside the producer's tile are parallel
         # and a packed weight is packed once per producer tile: that tile (level 2) grows over the
         # other axes, innermost first, up to TILE_BYTES of accumulators and 2 tiles a core (192 -> 32
@@ -140,6 +151,17 @@ class _FixedTiling(TilingRules, ReductionRules):
         for a in reversed(outer):
             level2[id(a)] = max(d for d in divisors(a.extent // inner[id(a)]) if d <= max(1, room))
             room //= level2[id(a)]
+        if rows and row_axis is not None:
+            # Whole rows: the producer's tile is every channel over one register tile of rows, the
+            # reduction swept in chunks whose data (ROWS_CHUNK_BYTES) stays in L1 while every channel
+            # tile reads it (56x56 96 -> 24: 0.28 ms with one channel tile per sweep of all 96, 0.21 so).
+            level2 = {id(a): 1 for a in outer}
+            level2[id(row_axis)] = row_axis.extent // inner[id(row_axis)]
+            long = [r for r in red if r.extent > 1]
+            if len(long) == 1:
+                chunk = ROWS_CHUNK_BYTES // (rows * v * 4)
+                self.kc = max(d for d in divisors(long[0].extent) if d <= max(1, chunk))
+            few = True  # level 0: the row tiles are the parallel loop
         # The loops outside the producer's tile: level 1 (inside the packing, once per vector tile) where
         # the vector operand is packed or reused across the rest, and the vector tiles alone give the
         # cores enough to share: its panel then stays in cache (BERT's 128 x 768 x 768 matmul: 2.3 ms
@@ -155,6 +177,20 @@ class _FixedTiling(TilingRules, ReductionRules):
             self.used[f"{name}/tile/{a.name}"] = ln
         self.given[f"{name}/parallel_depth"] = 1
         return lengths
+
+    def rows_per_tile(self, op: ComputeOp, axes: list[IterVar]) -> int:
+        """The fewest rows of the last axis that make whole vectors, where :meth:`whole_rows` takes them
+        (at most ROWS_VECTORS vectors), else 0."""
+        if len(axes) < 2 or axes[-1] is not op.axis[-1]:
+            return 0
+        width, height = axes[-1].extent, axes[-2].extent
+        for t in divisors(height):
+            if t < 2 or t * width % self.p.lanes or t * width // self.p.lanes > ROWS_VECTORS:
+                continue
+            lengths = [[1, 1, 1, 1] for _ in axes[:-2]] + [[1, 1, 1, t], [1, 1, 1, width]]
+            if self.row_vectors(op, lengths) is not None:
+                return t
+        return 0
 
     def vector_axis(self, st_name: str, op: ComputeOp) -> str:
         """The output's last axis where it fills whole vectors, else the first channel axis that does

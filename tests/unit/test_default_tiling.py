@@ -39,7 +39,7 @@ KINDS = {
     "pointwise_7": ((32, 7, 32, 1, 1, False, False), 32),  # MobileNetV2's 7x7 expansion / projection
     "pointwise_14_residual": ((24, 14, 48, 1, 1, False, True), 16),  # projection with the residual add
     "pointwise_28": ((16, 28, 32, 1, 1, False, False), 32),
-    "pointwise_56_narrow": ((16, 56, 24, 1, 1, False, False), 8),  # 24 channels: the width, in 8s
+    "pointwise_56_narrow": ((16, 56, 24, 1, 1, False, False), 16),  # 24 channels: 2 rows of 56, 7 vectors
     "pointwise_width_32": ((8, 32, 24, 1, 1, False, False), 32),  # the width fills two vectors
     # a depthwise conv keeps the width in lanes: channels there would repack its data on every call
     "depthwise_s1_14": ((32, 14, 32, 3, 1, True, False), 14),
