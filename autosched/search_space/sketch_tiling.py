@@ -14,6 +14,18 @@ from .stage import Stage
 OPERAND_REGISTERS = 4  # the registers SketchPolicy keeps beside the accumulators (32 - 28 on AVX-512)
 
 
+def plain_rows(op: ComputeOp) -> bool:
+    """Every read of ``op`` along its last axis is a plain row of the same width, indexed by its last
+    two axes (a 1x1 conv's data; not a padded or strided window)."""
+    y, x = op.axis[-2], op.axis[-1]
+    for n in walk(op.body):
+        if isinstance(n, TensorRead) and any(v is x for i in n.indices for v in walk(i)):
+            plain = plain_index(n.indices[-1], x) and plain_index(n.indices[-2], y)
+            if not plain or n.tensor.shape[-1] != x.extent:
+                return False
+    return True
+
+
 def vector_multiple(extent: int, lanes: int, inner_max: int = 64) -> int:
     """What the vector axis's innermost tile must be a multiple of: whole vectors where the extent
     allows (``gcd(lanes, extent)``, 8 or 16 on a 16-lane machine); where it allows less than half a
@@ -98,6 +110,8 @@ class TilingRules(BuilderBase):
             self.vector_chunks(consumer, consumer.fuse(y, inner[-1]))
         elif inner[-1].extent <= 64:
             consumer.vectorize(inner[-1])
+        elif inner[-1].extent % self.p.lanes == 0:
+            self.vector_chunks(consumer, inner[-1])
         # Producer: S2 S3 of each spatial axis, R0 R1 of each reduction axis.
         s2, s3, r0, r1 = [], [], [], []
         for ax, ln in zip(p_op.axis, lengths):
@@ -123,6 +137,8 @@ class TilingRules(BuilderBase):
             self.vector_chunks(producer, producer.fuse(s3[-2], s3[-1]))
         elif s3[-1].extent <= 64:
             producer.vectorize(s3[-1])
+        elif s3[-1].extent % self.p.lanes == 0:
+            self.vector_chunks(producer, s3[-1])
         unroll = self.choose(f"{name}/unroll", UNROLL_STEPS)
         if unroll:
             producer.pragma(r0[0], "auto_unroll_max_step", unroll)
@@ -145,16 +161,10 @@ class TilingRules(BuilderBase):
 
     def row_vectors(self, op: ComputeOp, lengths: list[list[int]]) -> int | None:
         """Vectors of the whole-row register tile of ``lengths`` (:meth:`whole_rows`), or None."""
-        y, x = op.axis[-2], op.axis[-1]
-        width, rows, lanes = x.extent, lengths[-2][3], self.p.lanes
+        width, rows, lanes = op.axis[-1].extent, lengths[-2][3], self.p.lanes
         if lengths[-1][3] != width or width % lanes == 0 or rows < 2 or rows * width % lanes:
             return None
-        for n in walk(op.body):
-            if isinstance(n, TensorRead) and any(v is x for i in n.indices for v in walk(i)):
-                plain = plain_index(n.indices[-1], x) and plain_index(n.indices[-2], y)
-                if not plain or n.tensor.shape[-1] != width:
-                    return None
-        return rows * width // lanes
+        return rows * width // lanes if plain_rows(op) else None
 
     def vector_chunks(self, st: Stage, axis: IterVar) -> None:
         """``axis`` vectorized one machine vector at a time, the vectors unrolled: LLVM keeps a 112-lane

@@ -55,6 +55,16 @@ def test_the_default_tiles_a_56_wide_pointwise_conv_by_whole_rows() -> None:
     assert_matches_numpy(sch, args, seed=1)
 
 
+def test_the_default_takes_a_112_wide_row_of_whole_vectors_as_its_tile() -> None:
+    args = with_epilogue(pointwise(8, 112, 16))
+    sch = default_schedule(args[-1], cores=2)
+    tiles = [s.args[1] for s in sch.trace if s.primitive == "split" and s.args[0] == "xx"]
+    assert tiles == [112], [s.to_code() for s in sch.trace]
+    chunks = [s.args[1] for s in sch.trace if s.primitive == "split" and s.args[0] == "xx.inner"]
+    assert chunks == [16]  # vectorized a vector at a time
+    assert_matches_numpy(sch, args, seed=3)
+
+
 def test_sampled_whole_row_tiles_match_numpy() -> None:
     args = with_epilogue(pointwise(16, 28, 8), residual=True)
     policy, rng = SketchPolicy([args[-1]], lanes=16), random.Random(4)
