@@ -8,7 +8,9 @@ depthwise 3x3 stride 1 / stride 2, pointwise 1x1 (expansion with ReLU6, projecti
 residual add), the stem and the classifier. ``lanes`` says where the best kernel keeps its vector
 lanes: ``chan`` (channels, the sketch's ``vector_axis``), ``w`` (the output's last axis) or ``rows``
 (the classifier reduced row by row). The tasks are the ones the model is tuned and compiled with
-(``as_graph``: conv weights stored K-last, GEMM weights in column panels), not the bare import's.
+(``as_graph``: conv weights stored K-last, GEMM weights in column panels), not the bare import's, and
+each task's default schedule is its first candidate, as in model tuning (at 200 trials over 32 tasks
+the model runs mostly defaults).
 
     taskset -c 1 python benchmarks/mobilenet_tasks.py --threads 1 --trials 64        # every kind
     taskset -c 1 python benchmarks/mobilenet_tasks.py --threads 1 --trials 16 --kinds depthwise_s2
@@ -32,6 +34,8 @@ from export import export_model  # benchmarks/models/export.py
 from autosched.graph.compiled import as_graph
 from autosched.graph.ort_profile import per_task_comparison
 from autosched.graph.tasks import Task, extract_tasks
+from autosched.graph.tune_model import DefaultFirst
+from autosched.search_space.default import default_trace
 from autosched.te.tensor import ComputeOp
 from autosched.te.workload import topo_order
 from autosched.tune import TuneOptions, Tuner
@@ -97,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     tuner = Tuner([tg.tasks[i].instance for i in chosen], "llvm-cpu", log, opts)
     for task in tuner.tasks:
         tuner.load_previous(task)
+        # As model tuning does: the default schedule (what an untuned model runs) is measured first.
+        default = default_trace(list(task.inst.outputs), tuner.adapter, tuner.chip.cores)
+        task.strategy = DefaultFirst(task.strategy, default)
     t0 = time.perf_counter()
     states = tuner.run()
     wall = time.perf_counter() - t0
