@@ -22,8 +22,10 @@ share of the estimated latency).
 profiled kernel time for the same nodes (``autosched.graph.ort_profile``), its ratio and its share of
 the end-to-end gap; ``--retime`` also races each task's best kernel against onnxruntime on the same
 nodes cut out of the model (``autosched.graph.task_race``: CPU time at 1 thread, which a shared core
-does not inflate). ``--threads 1`` tunes, times and profiles everything on one
-thread (for a shared machine: pin it, e.g. ``taskset -c 1``).
+does not inflate). ``--in-model``: each task of the compiled model timed in place, in the model's
+order (weights cold, inputs just written) against the same call repeated (warm, as the tuner timed
+it): the part of the end-to-end time the tuner's figures leave out. ``--threads 1`` tunes, times
+and profiles everything on one thread (for a shared machine: pin it, e.g. ``taskset -c 1``).
 
 Run it alone on the machine: anything else running makes the times meaningless. Full sizes at 2000
 trials take hours.
@@ -47,9 +49,14 @@ from export import MODELS, example_inputs, export_model  # benchmarks/models/exp
 from autosched.frontend.onnx import from_onnx
 from autosched.graph.compiled import as_graph, compile_model
 from autosched.graph.ort_profile import per_task_comparison, print_per_task
-from autosched.graph.task_race import print_races, race_tasks
+from autosched.graph.task_race import in_model, print_in_model, print_races, race_tasks
 from autosched.graph.tasks import extract_tasks
-from autosched.graph.tune_model import ModelTuner, compare_with_onnxruntime, ort_session
+from autosched.graph.tune_model import (
+    ModelTuner,
+    compare_with_onnxruntime,
+    ort_session,
+    random_model_inputs,
+)
 from autosched.measure.compare import interleaved_medians
 from autosched.tune import TuneOptions
 
@@ -132,6 +139,7 @@ def bench_tuned(
     batch: int,
     per_task: bool = False,
     retime: bool = False,
+    in_place: bool = False,
 ):
     """Yield one row per budget: the model tuned that far (continuing its log), then raced."""
     path = export_model(name, out_dir, small=small)
@@ -173,6 +181,15 @@ def bench_tuned(
                 traces = {t.inst.key: t.best_trace for t in mt.states if t.best_trace is not None}
                 print(f"{name}, {done_before} trials: each task's best re-timed against ort on its nodes")
                 print_races(race_tasks(path, traces, threads=THREADS, transform=transform))
+        if in_place:  # the compiled model's steps where they run, against the same calls warm
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compiled = compile_model(mt.graph, log=log)
+            rows = in_model(
+                compiled, random_model_inputs(mt.graph, 5), rounds=max(5, repeat // 2), threads=THREADS
+            )
+            print(f"{name}, {done_before} trials: each task in the model (in order, once) vs warm (repeated)")
+            print_in_model(rows)
         yield {
             "model": f"{name}{' (small)' if small else ''}",
             "trials": done_before,
@@ -206,7 +223,9 @@ def main_tuned(ns: argparse.Namespace) -> int:
     out = Path(ns.keep) if ns.keep else Path(tempfile.mkdtemp(prefix="autosched-models-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in models:
-        rows = bench_tuned(name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task, ns.retime)
+        rows = bench_tuned(
+            name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task, ns.retime, ns.in_model
+        )
         for r in rows:
             to_90 = r["to_90"] if r["to_90"] is not None else "-"
             print(
@@ -236,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                    "profiled time for the same nodes")  # fmt: skip
     p.add_argument("--retime", action="store_true", help="with --per-task: race each task's best against "
                    "onnxruntime on its nodes, CPU time in turns at 1 thread")  # fmt: skip
+    p.add_argument("--in-model", action="store_true", help="with --trials: each task timed in place "
+                   "in the compiled model (in order, once: cold weights) vs the call repeated")  # fmt: skip
     p.add_argument("--threads", type=int, help="threads for tuning, autosched, onnxruntime and torch "
                    f"(default: {THREADS}, every core)")  # fmt: skip
     p.add_argument("models", nargs="*", default=list(MODELS), help=f"some of {', '.join(MODELS)}")

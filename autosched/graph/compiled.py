@@ -138,6 +138,18 @@ class CompiledModel:
 
     __call__ = run
 
+    def bound_steps(self, inputs: Mapping[str, Any]) -> list[tuple[int, Callable[[], Any]]]:
+        """``(task, call)`` per step in plan order: ``call()`` runs that step's kernel on buffers of its
+        own (an arena, these inputs), so a step can be timed in place (``graph.task_race.in_model``)."""
+        self.run(inputs)  # one checked run first, as the direct path needs
+        arrays = self._check_inputs(inputs)
+        slot = self._new_arena()
+        bound: list[tuple[int, Callable[[], Any]]] = []
+        for step in self.plan["steps"]:
+            args = [self._array(vid, arrays, slot.arena) for vid in step["args"]]
+            bound.append((step["task"], _bind(self._kernels[step["task"]], args, slot)))
+        return bound
+
     def _array(self, vid: int, arrays: dict[int, np.ndarray], arena: np.ndarray) -> np.ndarray:
         hit = arrays.get(vid)
         if hit is not None:
@@ -217,6 +229,18 @@ def _c_entry(kernel: Kernel) -> Any:
     if target is None or target.get("num-threads"):
         return None
     return getattr(kernel.kernel, "cfunc", None)  # a host adapter's kernel (LLVMKernel) has one
+
+
+def _bind(kernel: Kernel, args: list[np.ndarray], keep: Any) -> Callable[[], Any]:
+    entry = _c_entry(kernel)
+    if entry is None:
+        return lambda: kernel(*args)
+    ptrs = [a.ctypes.data for a in args]
+
+    def call(_held: Any = (keep, args)) -> None:  # holds what the addresses point into
+        entry(*ptrs)
+
+    return call
 
 
 def _aligned(w: np.ndarray) -> np.ndarray:

@@ -10,6 +10,10 @@ onnxruntime optimizes the subgraph as it does the model (an NCHWc conv with its 
 reorders at the subgraph's edges: counted to it, as a whole model counts them once per layout change).
 
 Example: ``rows = race_tasks("resnet18.onnx", {task.key: task.best_trace ...}, threads=1)``.
+
+:func:`in_model` times a compiled model's steps where they run: each once in the model's order (its
+weights cold, its input just written) against the same call repeated (warm, as the tuner timed it):
+what the tuner's figures leave out of the end-to-end time.
 """
 
 from __future__ import annotations
@@ -139,3 +143,59 @@ def print_races(rows: Sequence[TaskRace], file: Any = None) -> None:
             f"  weighted sum: ours {ours * 1e3:.3f} ms, onnxruntime {ort * 1e3:.3f} ms ({ort / ours:.2f}x)",
             file=file,
         )
+
+
+@dataclass(frozen=True)
+class InModel:
+    """One task's calls timed in the model: in sequence (the caches as the steps before leave them:
+    cold weights, inputs written by the step before) and repeated (warm, as the tuner times them)."""
+
+    task: int
+    name: str
+    calls: int
+    in_model_s: float  # summed over its calls, medians of rounds
+    warm_s: float
+
+
+def in_model(model: Any, inputs: Mapping[str, Any], *, rounds: int = 10, threads: int = 1) -> list[InModel]:
+    """A row per task of a :class:`.compiled.CompiledModel`: where its time in the model goes.
+
+    Example: ``rows = in_model(compile_model("resnet18.onnx", log=log), {"input": x})``.
+    """
+    clock = time.process_time if threads == 1 else time.perf_counter
+    steps = model.bound_steps(inputs)
+    seq: list[list[float]] = [[] for _ in steps]
+    warm: list[list[float]] = [[] for _ in steps]
+    for _ in range(rounds):
+        for (_, call), out in zip(steps, seq, strict=True):  # the model's order, once each
+            t0 = clock()
+            call()
+            out.append(clock() - t0)
+        for (_, call), out in zip(steps, warm, strict=True):
+            call()
+            t0 = clock()
+            for _ in range(3):
+                call()
+            out.append((clock() - t0) / 3)
+    rows: dict[int, list[float]] = {}
+    for (task, _), s, w in zip(steps, seq, warm, strict=True):
+        row = rows.setdefault(task, [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += statistics.median(s)
+        row[2] += statistics.median(w)
+    tasks = model.plan["tasks"]
+    return [InModel(t, tasks[t]["name"], int(c), s, w) for t, (c, s, w) in sorted(rows.items())]
+
+
+def print_in_model(rows: Sequence[InModel], file: Any = None) -> None:
+    """Task, calls, ms in the model and warm, the difference, and totals."""
+    print(f"  {'#':>2} {'task':<40} {'calls':>5} {'in model':>9} {'warm':>8} {'extra':>7}", file=file)
+    for r in rows:
+        extra = r.in_model_s - r.warm_s
+        print(
+            f"  {r.task:>2} {r.name[:40]:<40} {r.calls:>5} {r.in_model_s * 1e3:>9.3f} {r.warm_s * 1e3:>8.3f} "
+            f"{extra * 1e3:>+7.3f}",
+            file=file,
+        )
+    seq, warm = sum(r.in_model_s for r in rows), sum(r.warm_s for r in rows)
+    print(f"  sum: in the model {seq * 1e3:.3f} ms, warm {warm * 1e3:.3f} ms", file=file)

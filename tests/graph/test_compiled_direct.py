@@ -82,3 +82,16 @@ def test_kernels_without_a_c_entry_keep_the_checked_calls():
     assert model._calls is None
     for seed in (1, 2):
         _check(model, graph, seed)
+
+
+def test_in_model_times_every_task_where_it_runs():
+    from autosched.graph.task_race import in_model, print_in_model
+
+    graph = resnet_like()
+    model = _compile(graph)
+    rows = in_model(model, random_inputs(graph, 1), rounds=2)
+    assert [r.task for r in rows] == list(range(len(model.plan["tasks"])))
+    assert sum(r.calls for r in rows) == len(model.plan["steps"])
+    assert all(r.in_model_s >= 0 and r.warm_s >= 0 for r in rows)
+    _check(model, graph, 2)  # the bound steps ran on buffers of their own: the model is unchanged
+    print_in_model(rows)
