@@ -23,18 +23,23 @@ def _window_max(kind: str) -> PrimFunc:
     return PrimFunc("wmax", (x, out), For(r, R, kind, seq(init, body)))
 
 
-def _vector_stores(cpu: LLVMCPUAdapter, func: PrimFunc) -> int:
-    mod, _ = cpu._optimized_module(func, "default")
+# LLVM's unroll count depends on the CPU it tunes for (rocketlake 2, emeraldrapids 4): the store
+# counts are taken for one fixed CPU, the IR only (nothing runs), so they hold on any host.
+_COUNTED = LLVMCPUAdapter("llvm-cpu -mcpu=rocketlake")
+
+
+def _vector_stores(func: PrimFunc) -> int:
+    mod, _ = _COUNTED._optimized_module(func, "default")
     return sum(line.lstrip().startswith("store <16 x float>") for line in str(mod).splitlines())
 
 
-def test_parallel_body_stores_once_per_output(cpu: LLVMCPUAdapter, run, rng) -> None:
+def test_parallel_body_stores_once_per_output(run, rng) -> None:
     """The parallel kernel optimizes as the serial one: an output row stored once after its taps
     (LLVM unrolls the row loop twice, the parallel chunk gets a prologue for an odd count: 2 and 3
     stores). Without noalias in the outlined body: 12, the init and each tap stored."""
-    serial = _vector_stores(cpu, _window_max("serial"))
+    serial = _vector_stores(_window_max("serial"))
     assert serial <= 2
-    assert _vector_stores(cpu, _window_max("parallel")) <= serial + 1
+    assert _vector_stores(_window_max("parallel")) <= serial + 1
     a = rng.normal(size=(66, 16)).astype("float32")
     out = np.full((64, 16), np.nan, "float32")
     run(_window_max("parallel"), a, out)
