@@ -49,6 +49,8 @@ from .task import MeasureTask
 POLL_S = 0.5  # how often a waiting batch looks at the farm's workers
 NO_WORKER_S = 60.0  # a chip without any worker this long stops the run (its batch is not logged)
 MAX_RESENT = 3  # a batch sends its task's arrays again at most this often (each loss is a dead worker)
+CHIPS_WAIT_S = 30.0  # how long a new measurer waits for restarted workers to report their chips
+START_S = 120.0  # a local farm's workers have this long to start and measure their chips
 HELD_TASKS = 4  # tasks whose arrays stay on the workers between batches (the most recently measured)
 Note = Callable[[str], None]
 
@@ -83,6 +85,16 @@ def _fail_at_first_death(dask_scheduler: Any = None) -> None:
 def _hold(task: MeasureTask) -> MeasureTask:
     """A task's data as a Dask result: recomputed from the graph if the worker holding it dies."""
     return task
+
+
+def _wait_for_chips(client: Any, timeout_s: float) -> None:
+    """Until every worker's plugin has measured its chips: a worker that joined as the plugin was
+    registered runs its setup after it answers, and a measurer made then would find no chip on it."""
+    deadline = time.monotonic() + timeout_s
+    while not all(client.run(report_chips).values()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"workers still report no chip facts after {timeout_s:g} s")
+        time.sleep(0.1)
 
 
 class Farm:
@@ -136,6 +148,8 @@ class Farm:
                 )  # fmt: skip
                 client = distributed.Client(cluster, set_as_default=False)
             client.register_plugin(ChipFactsPlugin(targets))
+            client.wait_for_workers(n, timeout=START_S)
+            _wait_for_chips(client, START_S)
         except Exception as e:  # the cluster is ours: stop its worker processes before saying why
             for part in (client, cluster):
                 try:
@@ -223,10 +237,17 @@ class FarmMeasurer:
     def _find_chip(self) -> tuple[str, Any, list[str]]:
         """The chip of this target that most workers own (others are named: tune them separately)."""
         groups: dict[str, tuple[Any, list[str]]] = {}
-        for addr, owned in self.farm.chips().items():
-            if self.target in owned:
-                fp, chip = owned[self.target]
-                groups.setdefault(fp, (chip, []))[1].append(addr)
+        deadline = time.monotonic() + CHIPS_WAIT_S
+        while True:
+            chips = self.farm.chips()
+            for addr, owned in chips.items():
+                if self.target in owned:
+                    fp, chip = owned[self.target]
+                    groups.setdefault(fp, (chip, []))[1].append(addr)
+            # A worker restarted after a death reports nothing until its plugin has measured again.
+            if groups or all(chips.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         if not groups:
             offered = ", ".join(self.farm.targets()) or "none"
             raise FarmError(
