@@ -91,7 +91,7 @@ def _wait_for_chips(client: Any, timeout_s: float) -> None:
     """Until every worker's plugin has measured its chips: a worker that joined as the plugin was
     registered runs its setup after it answers, and a measurer made then would find no chip on it."""
     deadline = time.monotonic() + timeout_s
-    while not all(client.run(report_chips).values()):
+    while not (reports := client.run(report_chips)) or not all(reports.values()):
         if time.monotonic() > deadline:
             raise TimeoutError(f"workers still report no chip facts after {timeout_s:g} s")
         time.sleep(0.1)
@@ -244,8 +244,9 @@ class FarmMeasurer:
                 if self.target in owned:
                     fp, chip = owned[self.target]
                     groups.setdefault(fp, (chip, []))[1].append(addr)
-            # A worker restarted after a death reports nothing until its plugin has measured again.
-            if groups or all(chips.values()) or time.monotonic() > deadline:
+            # A worker restarted after a death reports nothing until its plugin has measured again
+            # (and while every worker restarts, none answers at all).
+            if groups or (chips and all(chips.values())) or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         if not groups:

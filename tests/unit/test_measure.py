@@ -139,7 +139,9 @@ def test_runner_cuts_short_hopeless_candidates(
     assert good.ok and len(good.costs) == 5
     assert slow.ok and len(slow.costs) == 1 and slow.costs[0] >= 0.02  # over 3x the best: one run kept
     assert crawl.error == "timeout" and "stopped early" in crawl.error_msg, crawl.error_msg
-    assert again.ok and len(again.costs) == 5  # a fresh worker took over
+    # A fresh worker took over (its first repeats of a 1 us kernel may run 3x the best on a loaded
+    # machine, and be cut short as hopeless: the count of costs is not asserted).
+    assert again.ok and again.costs
     assert elapsed < 20, f"the 30 s kernel was not stopped early ({elapsed:.1f} s)"
 
 
