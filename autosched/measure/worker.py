@@ -184,9 +184,10 @@ class _WorkerState:
         policy = TimingPolicy(repeat, warmup, min_repeat_s, flush_cache)
         left = budget_s - (time.perf_counter() - start)
         # far slower than the best (slow_s): the checked first run is its only sample; clearly slower
-        # (stop_s): two repeats
-        slow = max(slow_s, SLOW_MIN_S)
-        return time_calls(lambda: fn(*ptrs), policy, first_s=once, budget_s=left, slow_s=slow, stop_s=stop_s)
+        # (stop_s): two repeats. Neither below SLOW_MIN_S: a microsecond kernel's repeats are cheap, and
+        # a fresh worker's first ones ran 3x the best on a loaded machine.
+        slow, stop = max(slow_s, SLOW_MIN_S), max(stop_s, SLOW_MIN_S)
+        return time_calls(lambda: fn(*ptrs), policy, first_s=once, budget_s=left, slow_s=slow, stop_s=stop)
 
     def run_misaligned(
         self, repeat: int, min_repeat_s: float, warmup: int, budget_s: float, flush_cache: bool = False
