@@ -45,7 +45,7 @@ def default_schedule(
     s = create_schedule(outputs)
     from .sketch_attention import apply_default_flash
 
-    taken = apply_default_flash(s)  # attentions: one flash loop nest each
+    taken = apply_default_flash(s, lanes)  # attentions: one flash loop nest each
     for st in list(s.stages):
         op = st.op
         if isinstance(op, ComputeOp) and not op.reduce_axis and not st.is_output and st.name not in taken:

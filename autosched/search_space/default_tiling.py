@@ -126,8 +126,21 @@ class _FixedTiling(TilingRules, ReductionRules):
         # Up to 16 along an axis the vector operand is reused on (MobileNetV2's 56x56 144 -> 24
         # projection: 0.52 ms at 8, 0.31 at 12), 8 otherwise (a depthwise conv's rows reuse nothing:
         # its 112x112 one ran 0.29 ms at 8, 0.43 at 16).
-        most = ROWS_ACCUMULATORS if rows else ACCUMULATORS
-        budget = max(1, min(ROW_MAX if reused else ROW_MAX // 2, most // row))
+        # AVX2 has 16 registers, not 32: its tile keeps to the policy's 12 (16 spilled on a Zen 3).
+        most = min(ROWS_ACCUMULATORS if rows else ACCUMULATORS, self.p.registers)
+        cap = ROW_MAX if reused else ROW_MAX // 2
+
+        def filled(row: int) -> int:  # accumulators of the register tile with ``row`` vectors a row
+            budget = max(1, min(cap, most // row))
+            if row_axis is None:
+                return row
+            return row * max(d for d in divisors(row_axis.extent) if d <= budget)
+
+        # Two vectors a row, unless one fills more registers: 7 rows of 512 channels on AVX2 fit as
+        # 7 x 1 vectors, as 6 x 2 not at all (1 x 2 ran 10.3 ms, 7 x 1 4.9; Zen 3, 1 thread).
+        if not rows and v == 2 * lanes and filled(1) > filled(2):
+            v, row = lanes, 1
+        budget = max(1, min(cap, most // row))
         inner = {
             id(a): max(d for d in divisors(a.extent) if d <= budget) if a is row_axis else 1 for a in outer
         }
@@ -192,7 +205,7 @@ class _FixedTiling(TilingRules, ReductionRules):
             return 0
         width, height = axes[-1].extent, axes[-2].extent
         for t in divisors(height):
-            if t < 2 or t * width % self.p.lanes or t * width // self.p.lanes > ROWS_VECTORS:
+            if t < 2 or t * width % self.p.lanes or not self.rows_fit(t * width // self.p.lanes):
                 continue
             lengths = [[1, 1, 1, 1] for _ in axes[:-2]] + [[1, 1, 1, t], [1, 1, 1, width]]
             if self.row_vectors(op, lengths) is not None:
@@ -206,10 +219,17 @@ class _FixedTiling(TilingRules, ReductionRules):
             len(axes) < 2
             or axes[-1] is not op.axis[-1]
             or width % lanes
-            or not 2 < width // lanes <= ROWS_VECTORS
+            or width // lanes <= 2
+            or not self.rows_fit(width // lanes)
         ):
             return False
         return plain_rows(op)
+
+    def rows_fit(self, vectors: int) -> bool:
+        """A whole-row tile of ``vectors`` vectors leaves room for two rows of channels: on AVX2's 16
+        registers a 56-wide row of 7 vectors does not (one channel a tile: 1.27 ms for MobileNetV2's
+        56x56 144 -> 24 on a Zen 3, 1 thread; channels in tiles of 12 x 1 vector instead: see below)."""
+        return vectors <= ROWS_VECTORS and 2 * vectors <= min(ROWS_ACCUMULATORS, self.p.registers)
 
     def vector_axis(self, st_name: str, op: ComputeOp) -> str:
         """The output's last axis where it fills whole vectors, else the first channel axis that does

@@ -51,6 +51,28 @@ def value_lanes(width: int) -> int:
     return next(w for w in (16, 8, 4, 2, 1) if width % w == 0)
 
 
+def registers_per_vector(width: int, lanes: int) -> int:
+    """Machine registers one ``width``-lane vector of the nest fills on a chip of ``lanes`` float32
+    lanes: 2 for the 16 keys of a score vector on AVX2."""
+    return max(1, -(-width // lanes))
+
+
+def tile_registers(args: tuple[int, ...], E: int, lanes: int) -> tuple[int, int]:
+    """Machine registers of the score tile and of the output tile of ``args`` on ``lanes`` lanes."""
+    _, _, rows, cols, pv_rows, pv_cols = args
+    return (
+        rows * cols * registers_per_vector(LANES, lanes),
+        pv_rows * pv_cols * registers_per_vector(value_lanes(E), lanes),
+    )
+
+
+def register_budget(lanes: int, registers: int | None = None) -> int:
+    """Machine registers a tile may fill: 24 of AVX-512's 32, 12 of AVX2's 16 (the sketch policy's
+    ``registers``); the rest hold K^T, V and Q operands. On a 16-register Zen 3, AVX-512's 6 x 4 tiles
+    of 16-lane vectors (48 registers each) spilled: 27 GFLOP/s a core against 65-73 with 2 x 2 and 6 x 1."""
+    return min(MAX_TILE_VECTORS, registers or (32 if lanes >= 16 else 16) - 4)
+
+
 def shape_of(sch: Schedule, pattern: AttentionPattern) -> tuple[int, int, int, int, int, int]:
     """(B, H, S, L, D, E): batch, query heads, queries, keys, head size, value size."""
     out, qk = sch[pattern.out].op, sch[pattern.qk].op
@@ -114,26 +136,36 @@ def flash_attention(sch: Schedule, stage: str, *args: int) -> None:
     sch._record(Step("flash_attention", out.name, tuple(args)))
 
 
-def options(sch: Schedule, pattern: AttentionPattern) -> dict[str, list[int]]:
-    """The values each decision may take for this attention's shape."""
+def options(
+    sch: Schedule, pattern: AttentionPattern, lanes: int = 16, budget: int = 24
+) -> dict[str, list[int]]:
+    """The values each decision may take for this attention's shape on a chip of ``lanes`` float32
+    lanes whose tiles may fill ``budget`` registers (:func:`register_budget`): each row and column
+    count is one that fits with the fewest of the other."""
     _, _, S, L, _, E = shape_of(sch, pattern)
     vectors = E // value_lanes(E)
     padded_s = max(8, S)
+    score, value = registers_per_vector(LANES, lanes), registers_per_vector(value_lanes(E), lanes)
+    cols = [c for c in (2, 4) if ROWS[0] * c * score <= budget] or [2]
+    pv_cols = [c for c in (1, 2, 4, 8) if vectors % c == 0]
+    pv_cols = [c for c in pv_cols if ROWS[0] * c * value <= budget] or pv_cols[:1]
     return {
         "block_q": [q for q in BLOCK_Q if q <= padded_s] or [BLOCK_Q[0]],
         "block_k": [k for k in BLOCK_K if k <= max(32, 2 * L)] or [BLOCK_K[0]],
-        "rows": list(ROWS),
-        "cols": [2, 4],  # 32 or 64 keys a score tile: one vector of keys reloads K^T for every row pair
-        "pv_rows": list(ROWS),
-        "pv_cols": [c for c in (1, 2, 4, 8) if vectors % c == 0],
+        "rows": [r for r in ROWS if r * cols[0] * score <= budget] or [ROWS[0]],
+        "cols": cols,  # 32 or 64 keys a score tile: one vector of keys reloads K^T for every row pair
+        "pv_rows": [r for r in ROWS if r * pv_cols[0] * value <= budget] or [ROWS[0]],
+        "pv_cols": pv_cols,
     }
 
 
-def default_config(sch: Schedule, pattern: AttentionPattern) -> tuple[int, ...]:
-    """A schedule measured well here (Xeon, AVX-512): 48 x 128 blocks, a 6 x 4 score tile and a 6 x 4
+def default_config(sch: Schedule, pattern: AttentionPattern, lanes: int = 16) -> tuple[int, ...]:
+    """A schedule measured well on a Xeon with AVX-512: 48 x 128 blocks, a 6 x 4 score tile and a 6 x 4
     output tile (24 accumulators each); fewer query rows for short query sequences. Causal: 32 x 64
     blocks and 4 x 4 tiles, whose blocks across the diagonal waste less (4 x 2048 on one thread:
-    14.9 ms against 16.1, in turns)."""
+    14.9 ms against 16.1, in turns). With fewer lanes (AVX2's 16 registers) a 2 x 2 score tile and
+    an output tile one vector wide (Zen 3, 4 x 2048 x 64 on one core: 73 GFLOP/s, causal 66, against
+    27 with the AVX-512 tiles)."""
     _, _, S, _, _, E = shape_of(sch, pattern)
     vectors = E // value_lanes(E)
     block_q, rows = (48, 6) if S >= 48 else (24, 6) if S > 12 else (8, 4)
@@ -142,13 +174,16 @@ def default_config(sch: Schedule, pattern: AttentionPattern) -> tuple[int, ...]:
         block_q, rows, block_k = 32, 4, 64
     pv_cols = next(c for c in (4, 2, 1) if vectors % c == 0)
     args = (block_q, block_k, rows, 4, rows, pv_cols)
+    if lanes < LANES:
+        pv_rows = next(r for r in (6, 4, 2) if block_q % r == 0)
+        args = (block_q, block_k, 2, 2, pv_rows, 1)
     assert config_problem(sch, pattern, args) is None, args
     return args
 
 
-def apply_default_flash(sch: Schedule) -> set[str]:
-    """The default rewrite of every attention in ``sch``; the names of the stages it took over (and of
-    each K stage, which must then stay a plain root stage)."""
+def apply_default_flash(sch: Schedule, lanes: int = 16) -> set[str]:
+    """The default rewrite of every attention in ``sch`` for a chip of ``lanes`` float32 lanes; the
+    names of the stages it took over (and of each K stage, which must then stay a plain root stage)."""
     from .attention_pattern import find_attentions
 
     taken: set[str] = set()
@@ -156,7 +191,7 @@ def apply_default_flash(sch: Schedule) -> set[str]:
         if pattern.out in taken or any(n in taken for n in pattern.members):
             continue
         try:
-            flash_attention(sch, pattern.out, *default_config(sch, pattern))
+            flash_attention(sch, pattern.out, *default_config(sch, pattern, lanes))
         except ScheduleError:
             continue
         taken.update(pattern.members)
@@ -177,16 +212,18 @@ class AttentionRules(BuilderBase):
         for pattern in find_attentions(s):
             if any(n in self.done for n in pattern.members) or output_member(s, pattern) is not None:
                 continue
-            opts = options(s, pattern)
+            lanes, budget = self.p.lanes, register_budget(self.p.lanes, self.p.registers)
+            opts = options(s, pattern, lanes, budget)
+            E = shape_of(s, pattern)[5]
             args: tuple[int, ...] = ()
             for _ in range(32):  # resample until the choices fit together (block_q a multiple of rows)
                 args = tuple(self.choose(f"{pattern.out}/flash/{k}", opts[k]) for k in FLASH_ARGS)
-                if config_problem(s, pattern, args) is None:
+                if config_problem(s, pattern, args) is None and max(tile_registers(args, E, lanes)) <= budget:
                     break
                 for k in FLASH_ARGS:
                     self.given.pop(f"{pattern.out}/flash/{k}", None)
             else:
-                args = default_config(s, pattern)
+                args = default_config(s, pattern, lanes)
                 self.used.update({f"{pattern.out}/flash/{k}": v for k, v in zip(FLASH_ARGS, args)})
             flash_attention(s, pattern.out, *args)
             self.done.update(pattern.members)
