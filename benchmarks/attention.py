@@ -149,6 +149,13 @@ def time_in_turns(fns: dict[str, Callable[[], Any]], rounds: int, pause_s: float
     return {n: statistics.median(t) for n, t in times.items()}
 
 
+def native_lanes() -> int:
+    """float32 lanes of this machine's vectors (8 on AVX2, 16 on AVX-512): the default's tiles fit them."""
+    from autosched.hai.registry import get_adapter
+
+    return max(4, get_adapter("llvm-cpu").info().vector_bits // 32)
+
+
 def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, str, str]:
     """The best trace, what it is ("64 trials"), and how the candidates' outputs were checked."""
     from autosched.records.log import load_records
@@ -156,12 +163,16 @@ def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, 
     from autosched.tune import TuneOptions, Tuner
 
     if trials <= 0:
-        return default_schedule(inst.tensors[-1:], cores=threads).trace, "default schedule", "-"
+        return (
+            default_schedule(inst.tensors[-1:], cores=threads, lanes=native_lanes()).trace,
+            "default schedule",
+            "-",
+        )
     log = work / f"attention_{abs(hash(inst.key)) % 10**8}.jsonl"
     Tuner([inst], "llvm-cpu", log, TuneOptions(trials=trials, num_threads=threads)).run()
     ok = [r for r in load_records(log, workload_key=inst.key).records if r.ok]
     if not ok:
-        default = default_schedule(inst.tensors[-1:], cores=threads).trace
+        default = default_schedule(inst.tensors[-1:], cores=threads, lanes=native_lanes()).trace
         return default, "default schedule (no trial ran)", "-"
     best = min(ok, key=lambda r: r.mean_cost)
     return best.trace, f"{trials} trials", str(best.check)
@@ -241,7 +252,12 @@ def onnx_flash_kernel(bh: int, seq: int, d: int, mask_shape: tuple[int, ...]) ->
     onnx.checker.check_model(model)
     (task,) = extract_tasks(from_onnx(model)).tasks
     inst = task.instance
-    fn = build(default_schedule(list(inst.outputs)), list(inst.tensors), "llvm-cpu", name="masked")
+    fn = build(
+        default_schedule(list(inst.outputs), lanes=native_lanes()),
+        list(inst.tensors),
+        "llvm-cpu",
+        name="masked",
+    )
     rng = np.random.default_rng(0)
     arrays = []
     for t in inst.tensors:
@@ -261,7 +277,11 @@ def mask_cost(rounds: int, threads: int) -> int:
     fns: dict[str, Callable[[], Any]] = {}
     for label, masked in (("plain", False), ("additive mask (B, H, S, L)", True)):
         inst = instance({"B": 1, "H": bh, "S": seq, "L": seq, "D": d, "masked": masked})
-        fn = build(default_schedule(inst.tensors[-1:], cores=threads), list(inst.tensors), "llvm-cpu")
+        fn = build(
+            default_schedule(inst.tensors[-1:], cores=threads, lanes=native_lanes()),
+            list(inst.tensors),
+            "llvm-cpu",
+        )
         rng = np.random.default_rng(0)
         arrays = [rng.standard_normal(t.shape).astype("float32") for t in inst.tensors]
         if masked:

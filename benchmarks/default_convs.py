@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
 
     old = load_default(ns.against)
     cores = ns.threads or os.cpu_count() or 1
+    from autosched.hai.registry import get_adapter
+
+    lanes = max(4, get_adapter("llvm-cpu").info().vector_bits // 32)  # this machine's (8 on AVX2)
     print(f"{'kind':<15} {'MFLOP':>7} {ns.against + ' ms':>10} {'now ms':>9} {'speedup':>8} {'GFLOP/s':>8}")
     for kind in ns.kinds.split(","):
         args = workload(kind)
@@ -118,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         (expected,) = evaluate([args[-1]], dict(zip(args[:-1], inputs, strict=True)))
         runs = []
         for mod in (old, now):
-            fn = build(mod.default_schedule(args[-1], cores=cores), args, "llvm-cpu")
+            fn = build(mod.default_schedule(args[-1], cores=cores, lanes=lanes), args, "llvm-cpu")
             out = np.empty(args[-1].shape, "float32")
             fn(*inputs, out)
             np.testing.assert_allclose(out, expected, rtol=2e-4, atol=2e-4 * float(np.abs(expected).max()))

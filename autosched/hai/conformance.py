@@ -57,7 +57,8 @@ def _default(outputs: list[Any], adapter: Any) -> Any:
         return default_gpu_schedule(outputs)
     from ..search_space.default import default_schedule
 
-    return default_schedule(outputs)
+    chip = measured_info(adapter, measure_now=False)
+    return default_schedule(outputs, cores=chip.cores, lanes=max(4, chip.vector_bits // 32))
 
 
 def check_schedule(op: str, label: str, sch: Any, args: list[Any], adapter: Any, seed: int) -> Check:
