@@ -39,6 +39,9 @@ def default_schedule(
     outer spatial loops fused and parallel, the innermost spatial loop vectorized (reductions moved
     outside it so lanes stay independent).
 
+    ``lanes``: the target's float32 vector lanes, 16 (AVX-512) unless given; AVX2 wants 8 (its 16
+    registers hold half the tile). :func:`default_trace` reads them from an adapter's chip facts.
+
     Example: ``f = autosched.build(default_schedule(C), [A, B, C])``.
     """
     cores = cores or os.cpu_count() or 1
