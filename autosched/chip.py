@@ -42,6 +42,12 @@ class ChipInfo:
         return d
 
 
+def vector_registers(lanes: int) -> int:
+    """Vector registers of an x86 core with ``lanes`` float32 lanes: AVX-512 has 32, AVX2 and SSE 16
+    (conservative elsewhere)."""
+    return 32 if lanes >= 16 else 16
+
+
 def fingerprint_of(target: Target, chip: ChipInfo) -> str:
     """Chip identity for logs: ``"<target kind>:<arch>:<8 hex>"``, e.g. ``"llvm-cpu:haswell:1f2e3d4c"``.
 

@@ -152,8 +152,9 @@ def time_in_turns(fns: dict[str, Callable[[], Any]], rounds: int, pause_s: float
 def native_lanes() -> int:
     """float32 lanes of this machine's vectors (8 on AVX2, 16 on AVX-512): the default's tiles fit them."""
     from autosched.hai.registry import get_adapter
+    from autosched.search_space.default import target_lanes
 
-    return max(4, get_adapter("llvm-cpu").info().vector_bits // 32)
+    return target_lanes(get_adapter("llvm-cpu"))
 
 
 def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, str, str]:

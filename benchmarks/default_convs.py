@@ -112,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     old = load_default(ns.against)
     cores = ns.threads or os.cpu_count() or 1
     from autosched.hai.registry import get_adapter
+    from autosched.search_space.default import target_lanes
 
-    lanes = max(4, get_adapter("llvm-cpu").info().vector_bits // 32)  # this machine's (8 on AVX2)
+    lanes = target_lanes(get_adapter("llvm-cpu"))  # this machine's (8 on AVX2)
     print(f"{'kind':<15} {'MFLOP':>7} {ns.against + ' ms':>10} {'now ms':>9} {'speedup':>8} {'GFLOP/s':>8}")
     for kind in ns.kinds.split(","):
         args = workload(kind)

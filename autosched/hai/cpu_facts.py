@@ -19,14 +19,15 @@ from typing import Any
 
 import numpy as np
 
+from ..chip import vector_registers
+
 MAX_CHAINS = 24  # independent FMA accumulators per core: covers latency x throughput on every x86 seen
 
 
 def fma_chains(lanes: int) -> int:
     """Accumulators that fit the vector registers beside the two constants: 24 of AVX-512's 32, 14 of
     AVX2's 16 (24 chains spilled on a 16-register Zen 3 and measured half its peak)."""
-    registers = 32 if lanes >= 16 else 16
-    return min(MAX_CHAINS, registers - 2)
+    return min(MAX_CHAINS, vector_registers(lanes) - 2)
 
 
 def _peak_module(lanes: int) -> str:

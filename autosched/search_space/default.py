@@ -108,10 +108,10 @@ def default_trace(outputs: Tensor | Sequence[Tensor], target: Any, cores: int | 
         from .gpu_sketch import default_gpu_schedule
 
         return default_gpu_schedule(outputs).trace
-    return default_schedule(outputs, cores=cores, lanes=_target_lanes(target)).trace
+    return default_schedule(outputs, cores=cores, lanes=target_lanes(target)).trace
 
 
-def _target_lanes(target: Any) -> int:
+def target_lanes(target: Any) -> int:
     """float32 lanes of ``target``'s vectors (an adapter's chip facts), as tuning's sketch takes them;
     16 where they cannot be read (a target string)."""
     from ..errors import AutoschedError

@@ -130,17 +130,19 @@ class _FixedTiling(TilingRules, ReductionRules):
         most = min(ROWS_ACCUMULATORS if rows else ACCUMULATORS, self.p.registers)
         cap = ROW_MAX if reused else ROW_MAX // 2
 
+        def rows_budget(row: int) -> int:  # rows of a register tile with ``row`` vectors a row
+            return max(1, min(cap, most // row))
+
         def filled(row: int) -> int:  # accumulators of the register tile with ``row`` vectors a row
-            budget = max(1, min(cap, most // row))
             if row_axis is None:
                 return row
-            return row * max(d for d in divisors(row_axis.extent) if d <= budget)
+            return row * max(d for d in divisors(row_axis.extent) if d <= rows_budget(row))
 
         # Two vectors a row, unless one fills more registers: 7 rows of 512 channels on AVX2 fit as
         # 7 x 1 vectors, as 6 x 2 not at all (1 x 2 ran 10.3 ms, 7 x 1 4.9; Zen 3, 1 thread).
         if not rows and v == 2 * lanes and filled(1) > filled(2):
             v, row = lanes, 1
-        budget = max(1, min(cap, most // row))
+        budget = rows_budget(row)
         inner = {
             id(a): max(d for d in divisors(a.extent) if d <= budget) if a is row_axis else 1 for a in outer
         }

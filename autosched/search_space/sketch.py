@@ -28,6 +28,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from ..chip import vector_registers
 from ..te.tensor import ComputeOp, Tensor
 from .schedule import Schedule
 from .sketch_attention import AttentionRules
@@ -64,7 +65,7 @@ class SketchPolicy:
         self.outputs = list(outputs)
         self.cores = cores
         self.lanes = lanes
-        self.registers = registers or (32 if lanes >= 16 else 16) - 4
+        self.registers = registers or vector_registers(lanes) - 4
 
     def sample(self, rng: random.Random, decisions: Decisions | None = None) -> tuple[Schedule, Decisions]:
         """A random candidate; choices already in ``decisions`` are reused where still valid."""

@@ -66,11 +66,12 @@ def tile_registers(args: tuple[int, ...], E: int, lanes: int) -> tuple[int, int]
     )
 
 
-def register_budget(lanes: int, registers: int | None = None) -> int:
-    """Machine registers a tile may fill: 24 of AVX-512's 32, 12 of AVX2's 16 (the sketch policy's
-    ``registers``); the rest hold K^T, V and Q operands. On a 16-register Zen 3, AVX-512's 6 x 4 tiles
-    of 16-lane vectors (48 registers each) spilled: 27 GFLOP/s a core against 65-73 with 2 x 2 and 6 x 1."""
-    return min(MAX_TILE_VECTORS, registers or (32 if lanes >= 16 else 16) - 4)
+def register_budget(registers: int) -> int:
+    """Machine registers a tile may fill, of the sketch policy's ``registers`` for accumulators: 24 on
+    AVX-512, 12 on AVX2; the rest hold K^T, V and Q operands. On a 16-register Zen 3, AVX-512's 6 x 4
+    tiles of 16-lane vectors (48 registers each) spilled: 27 GFLOP/s a core against 65-73 with 2 x 2
+    and 6 x 1."""
+    return min(MAX_TILE_VECTORS, registers)
 
 
 def shape_of(sch: Schedule, pattern: AttentionPattern) -> tuple[int, int, int, int, int, int]:
@@ -172,11 +173,10 @@ def default_config(sch: Schedule, pattern: AttentionPattern, lanes: int = 16) ->
     block_k = 128
     if pattern.causal_offset is not None and S >= 32:
         block_q, rows, block_k = 32, 4, 64
-    pv_cols = next(c for c in (4, 2, 1) if vectors % c == 0)
-    args = (block_q, block_k, rows, 4, rows, pv_cols)
     if lanes < LANES:
-        pv_rows = next(r for r in (6, 4, 2) if block_q % r == 0)
-        args = (block_q, block_k, 2, 2, pv_rows, 1)
+        args = (block_q, block_k, 2, 2, next(r for r in (6, 4, 2) if block_q % r == 0), 1)
+    else:
+        args = (block_q, block_k, rows, 4, rows, next(c for c in (4, 2, 1) if vectors % c == 0))
     assert config_problem(sch, pattern, args) is None, args
     return args
 
@@ -212,7 +212,7 @@ class AttentionRules(BuilderBase):
         for pattern in find_attentions(s):
             if any(n in self.done for n in pattern.members) or output_member(s, pattern) is not None:
                 continue
-            lanes, budget = self.p.lanes, register_budget(self.p.lanes, self.p.registers)
+            lanes, budget = self.p.lanes, register_budget(self.p.registers)
             opts = options(s, pattern, lanes, budget)
             E = shape_of(s, pattern)[5]
             args: tuple[int, ...] = ()
