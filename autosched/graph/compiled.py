@@ -253,14 +253,16 @@ def _aligned(w: np.ndarray) -> np.ndarray:
 
 def as_graph(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """A :class:`Graph`, or an ONNX model (path or ModelProto) through the ONNX frontend, with its conv
-    weights stored output-channel last (:func:`.weight_layout.channels_last_weights`) and its GEMM
-    weights in column panels (:func:`.gemm_layout.panel_weights`): done once here, so that tuning,
-    compiling and exporting see the same tasks; idempotent."""
+    weights stored output-channel last (:func:`.weight_layout.channels_last_weights`), its GEMM
+    weights in column panels (:func:`.gemm_layout.panel_weights`) and a CNN's activations in channel
+    blocks (:func:`.channel_blocks.blocked_channels`): done once here, so that tuning, compiling and
+    exporting see the same tasks; idempotent."""
+    from .channel_blocks import blocked_channels
     from .gemm_layout import panel_weights
     from .weight_layout import channels_last_weights
 
     graph = model if isinstance(model, Graph) else _import(model, input_shapes)
-    return panel_weights(channels_last_weights(graph))
+    return blocked_channels(panel_weights(channels_last_weights(graph)))
 
 
 def _import(model: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Graph:
