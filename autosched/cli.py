@@ -67,7 +67,7 @@ def tune_options(ns: argparse.Namespace) -> Any:
         num_threads=ns.threads, timeout_s=ns.timeout, early_stopping=ns.early_stop,
         transfer_from=tuple(ns.transfer_from or ()), transfer_top=ns.transfer_top,  # issue 6
         cost_model=getattr(ns, "cost_model", None),  # issue 20
-        flush_cache=ns.flush_cache,
+        flush_cache=ns.op_file.endswith(".onnx") if ns.flush_cache is None else ns.flush_cache,
     )  # fmt: skip
 
 
@@ -182,8 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--task-scheduler", default="gradient", choices=["gradient", "sequential"],
                    help="several workloads: give each batch where it cuts total latency most (gradient, "
                         "default), or tune them one after another")  # fmt: skip
-    t.add_argument("--flush-cache", action="store_true",
-                   help="evict the caches before each timed repeat (recorded in the log)")  # fmt: skip
+    t.add_argument("--flush-cache", action=argparse.BooleanOptionalAction, default=None,
+                   help="evict the caches before each timed repeat (recorded in the log); default: on for a "
+                        "model, whose kernels run with the previous task's data in cache and their weights "
+                        "cold, off for an operator")  # fmt: skip
     t.add_argument("--early-stop", action="store_true",
                    help="stop a workload when several rounds in a row bring no improvement")  # fmt: skip
     t.add_argument("--batch-size", type=int, default=16)

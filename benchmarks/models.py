@@ -151,7 +151,9 @@ def bench_tuned(
     torch_make = {"torch": lambda inputs: _torch_runner(name, small, inputs)}  # torch exported the model
     for budget in budgets:
         threads = THREADS if THREADS != os.cpu_count() else None
-        opts = TuneOptions(trials=budget, batch_size=batch, resume=True, seed=0, num_threads=threads)
+        opts = TuneOptions(  # caches evicted before each timed repeat, as `autosched tune model.onnx` does
+            trials=budget, batch_size=batch, resume=True, seed=0, num_threads=threads, flush_cache=True
+        )
         holder: list[ModelTuner] = []
 
         def on_event(event: str, _task, holder=holder, before=done_before) -> None:

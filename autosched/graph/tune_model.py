@@ -75,7 +75,7 @@ class ModelTuner:
         """``tuner_factory``: makes the Tuner, as Tuner's own arguments do (a farm's tuner, issue 15)."""
         from ..search.task_scheduler import RoundGradientScheduler
 
-        self.options = options or TuneOptions()
+        self.options = options or TuneOptions(flush_cache=True)  # weights arrive cold in the model
         self.graph: Graph = as_graph(model, input_shapes)
         self.task_graph: TaskGraph = extract_tasks(self.graph)
         self.weights = [float(t.weight) for t in self.task_graph.tasks]

@@ -354,4 +354,9 @@ def test_tune_flags_reach_the_options_for_operators_and_models():
     ns = cli.build_parser().parse_args(["tune", "m.onnx", "--flush-cache", "--trials", "7"])
     options = cli.tune_options(ns)
     assert options.flush_cache is True and options.trials == 7
-    assert cli.tune_options(cli.build_parser().parse_args(["tune", "op.py"])).flush_cache is False
+    parse = cli.build_parser().parse_args
+    assert cli.tune_options(parse(["tune", "op.py"])).flush_cache is False
+    # a model's tasks are timed with the caches evicted unless told not to: in the model, weights arrive cold
+    assert cli.tune_options(parse(["tune", "m.onnx"])).flush_cache is True
+    assert cli.tune_options(parse(["tune", "m.onnx", "--no-flush-cache"])).flush_cache is False
+    assert cli.tune_options(parse(["tune", "op.py", "--flush-cache"])).flush_cache is True
