@@ -33,7 +33,6 @@ Example: ``model = compile_model(blocked_channels(as_graph("resnet18.onnx")), lo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import numpy as np
 
@@ -83,10 +82,10 @@ def _uses(e: Expr, v: IterVar) -> bool:
 
 def _choose(
     ops: list[Operation], returned: set[Operation], weights: set[Operation], block: int
-) -> set[Operation]:
+) -> set[ComputeOp]:
     """The computes to block: 4-d, ``C % b == 0``, not an output, and their channel axis indexes only
     blocked tensors, and weights only as one plain index (dropping one can drop its readers: a fixpoint)."""
-    chosen: set[Operation] = {
+    chosen: set[ComputeOp] = {
         op
         for op in ops
         if isinstance(op, ComputeOp) and len(op.axis) == 4 and op.shape[1] % block == 0 and op not in returned
@@ -95,8 +94,8 @@ def _choose(
     while changed:
         changed = False
         for op in list(chosen):
-            c = op.axis[1]  # type: ignore[attr-defined]
-            for r in _reads(op):  # type: ignore[arg-type]
+            c = op.axis[1]
+            for r in _reads(op):
                 src = r.tensor.op
                 uses = [i for i in r.indices if _uses(i, c)]
                 if not uses or src in chosen:
@@ -109,19 +108,17 @@ def _choose(
     return _with_a_conv(chosen, weights)
 
 
-def _with_a_conv(chosen: set[Operation], weights: set[Operation]) -> set[Operation]:
+def _with_a_conv(chosen: set[ComputeOp], weights: set[Operation]) -> set[ComputeOp]:
     """The chosen computes connected (producer to reader, among themselves) to a conv, one that reads a
     4-d weight: an attention's ``[batch, heads, seq, d]`` with 16 heads is no image and stays as it is."""
-    links: dict[Operation, set[Operation]] = {op: set() for op in chosen}
+    links: dict[ComputeOp, set[ComputeOp]] = {op: set() for op in chosen}
     for op in chosen:
-        for r in _reads(op):  # type: ignore[arg-type]
+        for r in _reads(op):
             if r.tensor.op in chosen:
                 links[op].add(r.tensor.op)
                 links[r.tensor.op].add(op)
     todo = [
-        op
-        for op in chosen
-        if any(r.tensor.op in weights and len(r.tensor.shape) == 4 for r in _reads(op))  # type: ignore[arg-type]
+        op for op in chosen if any(r.tensor.op in weights and len(r.tensor.shape) == 4 for r in _reads(op))
     ]
     keep = set(todo)
     while todo:
@@ -132,21 +129,21 @@ def _with_a_conv(chosen: set[Operation], weights: set[Operation]) -> set[Operati
 
 
 def _weight_moves(
-    graph: Graph, ops: list[Operation], chosen: set[Operation], returned: set[Operation]
+    graph: Graph, ops: list[Operation], chosen: set[ComputeOp], returned: set[Operation]
 ) -> dict[Operation, tuple[int, bool]]:
     """Weight -> (the dim its readers index with their channel axis, outer index first), for the weights
     that only blocked computes read, all at the same dim with exactly their channel axis."""
     readers = consumers(ops)
     moves: dict[Operation, tuple[int, bool]] = {}
     for w in graph.weights:
-        users = readers.get(w, [])
-        if not users or w in returned or any(u not in chosen for u in users):
+        users = [u for u in readers.get(w, []) if isinstance(u, ComputeOp) and u in chosen]
+        if not users or w in returned or len(users) != len(readers[w]):
             continue
         dims: set[int] = set()
         ok = True
         for u in users:
-            c = u.axis[1]  # type: ignore[attr-defined]
-            for r in _reads(u):  # type: ignore[arg-type]
+            c = u.axis[1]
+            for r in _reads(u):
                 if r.tensor.op is not w:
                     continue
                 at = [p for p, i in enumerate(r.indices) if i is c]
@@ -154,7 +151,7 @@ def _weight_moves(
                     ok = False
                 dims.update(at)
         if ok and len(dims) == 1:
-            first = all(isinstance(u.body, Reduce) for u in users)  # type: ignore[attr-defined]
+            first = all(isinstance(u.body, Reduce) for u in users)
             moves[w] = (dims.pop(), first)
     return moves
 
@@ -227,7 +224,7 @@ def _block_of(e: Expr, block: int) -> tuple[Expr, Expr]:
 def _rebuild(
     op: ComputeOp,
     blocked: bool,
-    chosen: set[Operation],
+    chosen: set[ComputeOp],
     moves: dict[Operation, tuple[int, bool]],
     new: dict[Operation, Tensor],
     block: int,
@@ -283,5 +280,4 @@ def _rebuild(
         memo[id(e)] = out
         return out
 
-    rebuild: Callable[[Expr], Expr] = go
-    return dataclasses.replace(op, axis=axis, body=rebuild(op.body))
+    return dataclasses.replace(op, axis=axis, body=go(op.body))
