@@ -9,7 +9,10 @@ autosched's largest relative error against onnxruntime on fresh random inputs.
 model.onnx`` does (each budget continues the previous one's log), then the compiled model, onnxruntime
 and torch timed in turns; the ratio to onnxruntime, tuning wall time so far, trials until the
 estimated latency was within 90% of its final value, and the tasks holding the model back (their
-share of the estimated latency).
+share of the estimated latency). With apache-tvm installed (or ``--tvm``), TVM MetaSchedule tunes the
+same ONNX file through Relax to the same budgets and its compiled model joins the race, checked against
+onnxruntime first (``models_tvm.py``); ``--no-tvm`` leaves it out (it takes several times autosched's
+tuning time).
 
     python benchmarks/models.py --untuned               # the small set (ResNet at 64x64, 2-layer encoders)
     python benchmarks/models.py --untuned --full        # ResNet at 224x224, BERT 4 x 256 at seq 128
@@ -140,9 +143,11 @@ def bench_tuned(
     per_task: bool = False,
     retime: bool = False,
     in_place: bool = False,
+    tvm: bool = False,
 ):
     """Yield one row per budget: the model tuned that far (continuing its log), then raced."""
     path = export_model(name, out_dir, small=small)
+    relax = _relax_model(path, out_dir / f"tvm_{name}{'_small' if small else ''}") if tvm else None
     log = out_dir / f"{name}{'_small' if small else ''}.jsonl"
     transform = as_graph  # what ModelTuner and compile_model do to the graph: conv and GEMM weight layouts
     model = path
@@ -169,8 +174,17 @@ def bench_tuned(
         mt.run()
         wall += time.perf_counter() - t0
         done_before += sum(t.trials for t in mt.states)
+        others, tvm_note = dict(torch_make), relax if isinstance(relax, str) else None
+        if relax is not None and tvm_note is None:
+            try:
+                relax.tune_to(budget)
+                make, tvm_note = _tvm_contender(path, relax, random_model_inputs(mt.graph, 5))
+                if make is not None:
+                    others["tvm"] = make
+            except Exception as e:  # TVM failing on a model is a figure of the table, not the end of the run
+                tvm_note = f"TVM: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
         race = compare_with_onnxruntime(
-            path, graph=mt.graph, log=log, repeat=repeat, others=torch_make, threads=THREADS
+            path, graph=mt.graph, log=log, repeat=repeat, others=others, threads=THREADS
         )
         if per_task:
             best = {t.inst.key: t.best_cost for t in mt.states}
@@ -204,7 +218,46 @@ def bench_tuned(
             "to_90": trials_to_90(curve),
             "err": race.max_rel_err,
             "holding_back": ", ".join(f"{n} {share:.0%}" for n, share in mt.shares()[:3]) or "-",
+            "tvm_ms": race.others.get("tvm", float("nan")) * 1e3,
+            "tvm_wall_s": relax.wall_s if relax is not None and not isinstance(relax, str) else float("nan"),
+            "tvm_err": getattr(relax, "max_rel_err", None),
+            "tvm_note": tvm_note,
         }
+
+
+def _relax_model(path: Path, work_dir: Path):
+    """The model under TVM MetaSchedule (models_tvm.py), or why it could not be imported (a str)."""
+    from models_tvm import RelaxModel  # this directory; imports TVM
+
+    try:
+        return RelaxModel(path, work_dir, THREADS)
+    except Exception as e:
+        return f"TVM could not import the model: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+
+
+def _tvm_contender(path: Path, relax, inputs: dict[str, np.ndarray]):
+    """``(make(inputs) -> run(), None)`` for compare_with_onnxruntime, TVM's compiled model checked on the
+    race's ``inputs`` first; ``(None, why)`` when it is off by more than autosched is allowed to be."""
+    from autosched.graph.tune_model import MATCH_RTOL
+
+    session = ort_session(path, THREADS)
+    relax.make_runner(inputs, session.run(None, inputs))
+    if not relax.max_rel_err <= MATCH_RTOL:  # NaN fails too
+        return None, f"TVM's output differs from onnxruntime's by {relax.max_rel_err:.1e}: not timed"
+    return (lambda race_inputs: relax.make_runner(race_inputs, session.run(None, race_inputs))), None
+
+
+def _tvm_installed() -> bool:
+    from models_tvm import tvm_installed  # this directory
+
+    return tvm_installed()
+
+
+def _tvm_cells(r: dict) -> str:
+    """TVM's time, autosched's speed relative to it (> 1: autosched is faster), TVM's tuning wall time."""
+    ms, wall = r["tvm_ms"], r["tvm_wall_s"]
+    ratio = ms / r["autosched_ms"] if ms == ms else float("nan")
+    return f" {ms:>8.2f} {ratio:>6.2f}x {wall:>9.0f}s"
 
 
 def main_tuned(ns: argparse.Namespace) -> int:
@@ -213,6 +266,8 @@ def main_tuned(ns: argparse.Namespace) -> int:
     unknown = [m for m in models if m not in MODELS]
     if unknown or not budgets or budgets[0] < 1:
         raise SystemExit(f"--models: some of {', '.join(MODELS)}; --trials: positive numbers, e.g. 200,500")
+    tvm = ns.tvm if ns.tvm is not None else _tvm_installed()
+    tvm_head = f" {'tvm':>8} {'vs tvm':>7} {'tvm tuning':>10}" if tvm else ""
     print(
         f"threads {THREADS}; median ms per inference, autosched (the compiled model with the log's best "
         "records), onnxruntime and torch timed in turns; vs ort > 1: autosched is faster; trials to 90%: "
@@ -220,22 +275,25 @@ def main_tuned(ns: argparse.Namespace) -> int:
     )
     print(
         f"{'model':<20} {'trials':>6} {'tuned':>7} {'autosched':>10} {'ort':>8} {'torch':>8} {'vs ort':>7} "
-        f"{'tuning':>8} {'to 90%':>6} {'max err':>8}  holding back"
+        f"{'tuning':>8} {'to 90%':>6} {'max err':>8}{tvm_head}  holding back"
     )
     out = Path(ns.keep) if ns.keep else Path(tempfile.mkdtemp(prefix="autosched-models-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in models:
         rows = bench_tuned(
-            name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task, ns.retime, ns.in_model
+            name, ns.small, out, budgets, ns.repeat, ns.batch_size, ns.per_task, ns.retime, ns.in_model, tvm
         )
         for r in rows:
             to_90 = r["to_90"] if r["to_90"] is not None else "-"
             print(
                 f"{r['model']:<20} {r['trials']:>6} {r['tuned']:>7} {r['autosched_ms']:>10.2f} "
                 f"{r['onnxruntime_ms']:>8.2f} {r['torch_ms']:>8.2f} {r['vs_ort']:>6.2f}x "
-                f"{r['wall_s']:>7.0f}s {to_90:>6} {r['err'] or 0:>8.1e}  {r['holding_back']}",
+                f"{r['wall_s']:>7.0f}s {to_90:>6} {r['err'] or 0:>8.1e}{_tvm_cells(r) if tvm else ''}  "
+                f"{r['holding_back']}",
                 flush=True,
             )
+            if r["tvm_note"]:
+                print(f"  {r['model']}: {r['tvm_note']}", flush=True)
     print(f"logs and models in {out}")
     return 0
 
@@ -259,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
                    "onnxruntime on its nodes, CPU time in turns at 1 thread")  # fmt: skip
     p.add_argument("--in-model", action="store_true", help="with --trials: each task timed in place "
                    "in the compiled model (in order, once: cold weights) vs the call repeated")  # fmt: skip
+    p.add_argument("--tvm", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --trials: also TVM MetaSchedule through Relax at the same budgets "
+                   "(default: when apache-tvm is installed)")  # fmt: skip
     p.add_argument("--threads", type=int, help="threads for tuning, autosched, onnxruntime and torch "
                    f"(default: {THREADS}, every core)")  # fmt: skip
     p.add_argument("models", nargs="*", default=list(MODELS), help=f"some of {', '.join(MODELS)}")

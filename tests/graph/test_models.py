@@ -4,6 +4,7 @@ Skipped with a reason when torch, torchvision, transformers, onnxruntime or the 
 installed. Full sizes are marked slow.
 """
 
+import os
 import sys
 import warnings
 
@@ -103,3 +104,26 @@ def test_models_benchmark_prints_its_table():
     rows = [line for line in proc.stdout.splitlines() if line.startswith(("resnet18", "gpt2"))]
     assert len(rows) == 2, proc.stdout
     assert all(float(row.split()[-1]) < RTOL for row in rows)  # max relative error vs onnxruntime
+
+
+@pytest.mark.slow
+def test_models_benchmark_races_tvm_metaschedule():
+    """``--tvm``: MetaSchedule tunes the ONNX file through Relax, and its checked model joins the race."""
+    pytest.importorskip("tvm")
+    pytest.importorskip("tvm.relax")
+    import subprocess
+
+    script = EXPORT.parents[1] / "models.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--trials=8", "--small", "--models=resnet18", "--tvm", "--repeat=2"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "TVM_NUM_THREADS": "2"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "tvm tuning" in proc.stdout, proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("resnet18")]
+    assert len(rows) == 1 and "TVM" not in proc.stdout.split(rows[0])[1], proc.stdout  # no failure note
+    tvm_ms = float(rows[0].split()[11])  # resnet18 (small) trials tuned ours ort torch ratio wall 90% err tvm
+    assert tvm_ms > 0, rows[0]

@@ -1,0 +1,121 @@
+"""TVM MetaSchedule on a whole ONNX model through Relax: the third contender of ``models.py --tvm``.
+
+The ONNX file is imported by TVM's own Relax frontend (weights bound as constants), tuned by
+``relax.pipeline.static_shape_tuning_pipeline`` (MetaSchedule's task extraction, gradient task
+scheduler and evolutionary search, the database in a work directory of its own) and compiled for the
+Relax VM. Budgets continue: tuning to 500 after 200 spends 300 more trials on the same database, as
+autosched's budgets continue its log; what MetaSchedule prints goes to ``tuning.txt`` there. The
+compiled VM is checked against onnxruntime on the race's inputs before it is timed; a TVM failure is
+reported in its column and the race goes on without it.
+
+MetaSchedule spends its first trials round-robin, 64 per task (its ``num_trials_per_iter``), so at a
+budget below 64 x tasks some tasks have no tuned schedule at all and run TVM's unscheduled loops:
+its column at 200 trials is not a tuned model for ResNet-18's 18 tasks. Its tuning wall time counts
+MetaSchedule's task extraction, not the final compile (as autosched's counts its tuning only).
+
+Needs ``pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1`` (and xgboost, psutil,
+cloudpickle, tornado for MetaSchedule); ``TVM_NUM_THREADS`` is set to the race's threads before TVM
+is first imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def tvm_installed() -> bool:
+    try:
+        import tvm  # noqa: F401
+        from tvm import relax  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _host_target(threads: int) -> Any:
+    import llvmlite.binding as llvm
+    import tvm
+
+    return tvm.target.Target({"kind": "llvm", "mcpu": llvm.get_host_cpu_name(), "num-cores": threads})
+
+
+@contextlib.contextmanager
+def _output_to(path: Path) -> Iterator[None]:
+    """Standard output and error, C++'s too, into ``path``: MetaSchedule prints its tables as it tunes."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "a") as f:
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
+class RelaxModel:
+    """One ONNX model under MetaSchedule: ``tune_to(budget)``, then ``make_runner(inputs)`` for a race."""
+
+    def __init__(self, onnx_path: str | Path, work_dir: str | Path, threads: int):
+        os.environ.setdefault("TVM_NUM_THREADS", str(threads))
+        import onnx
+        from tvm.relax.frontend.onnx import from_onnx
+
+        self.path = Path(onnx_path)
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.target = _host_target(threads)
+        model = onnx.load(str(self.path))
+        self.input_names = [i.name for i in model.graph.input]
+        self.module = from_onnx(model, keep_params_in_input=False)
+        self.trials = 0
+        self.wall_s = 0.0
+        self.vm: Any = None
+        self.max_rel_err: float | None = None
+
+    def tune_to(self, budget: int) -> None:
+        """Spend ``budget - trials`` more MetaSchedule trials, then compile the database's bests."""
+        import tvm
+        from tvm import relax
+
+        more = budget - self.trials
+        t0 = time.perf_counter()
+        with _output_to(self.work_dir / "tuning.txt"):
+            mod = relax.pipeline.static_shape_tuning_pipeline(
+                total_trials=max(0, more), target=self.target, work_dir=str(self.work_dir)
+            )(self.module)
+        self.wall_s += time.perf_counter() - t0
+        self.trials = max(self.trials, budget)
+        executable = tvm.compile(mod, target=self.target)
+        self.vm = relax.VirtualMachine(executable, tvm.cpu())
+
+    def make_runner(self, inputs: dict[str, np.ndarray], expected: list[np.ndarray]) -> Callable[[], Any]:
+        """A call of the tuned model on ``inputs``, after its outputs are checked against ``expected``."""
+        import tvm
+
+        args = [tvm.runtime.tensor(np.ascontiguousarray(inputs[n]), tvm.cpu()) for n in self.input_names]
+        main = self.vm["main"]
+        got = main(*args)
+        outs = [got] if isinstance(got, tvm.runtime.Tensor) else list(got)  # one output, or a tuple of them
+        errs = []
+        for g, e in zip(outs, expected, strict=True):
+            value = g.numpy()
+            if value.shape != e.shape:
+                raise ValueError(f"TVM's output has shape {value.shape}, onnxruntime's {e.shape}")
+            errs.append(float(np.abs(value - e).max() / max(float(np.abs(e).max()), 1e-30)))
+        self.max_rel_err = max(errs)
+        return lambda: main(*args)
