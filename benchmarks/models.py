@@ -48,6 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "models"))
 from export import MODELS, example_inputs, export_model  # benchmarks/models/export.py
+from models_tvm import RelaxModel, tvm_installed  # this directory; TVM itself is imported only when used
 
 from autosched.frontend.onnx import from_onnx
 from autosched.graph.compiled import as_graph, compile_model
@@ -147,8 +148,9 @@ def bench_tuned(
 ):
     """Yield one row per budget: the model tuned that far (continuing its log), then raced."""
     path = export_model(name, out_dir, small=small)
-    relax = _relax_model(path, out_dir / f"tvm_{name}{'_small' if small else ''}") if tvm else None
-    log = out_dir / f"{name}{'_small' if small else ''}.jsonl"
+    stem = f"{name}{'_small' if small else ''}"
+    relax, relax_note = _relax_model(path, out_dir / f"tvm_{stem}") if tvm else (None, None)
+    log = out_dir / f"{stem}.jsonl"
     transform = as_graph  # what ModelTuner and compile_model do to the graph: conv and GEMM weight layouts
     model = path
     curve: list[tuple[int, float]] = []  # (trials so far, estimated latency) once every task has a result
@@ -174,15 +176,9 @@ def bench_tuned(
         mt.run()
         wall += time.perf_counter() - t0
         done_before += sum(t.trials for t in mt.states)
-        others, tvm_note = dict(torch_make), relax if isinstance(relax, str) else None
-        if relax is not None and tvm_note is None:
-            try:
-                relax.tune_to(budget)
-                make, tvm_note = _tvm_contender(path, relax, random_model_inputs(mt.graph, 5))
-                if make is not None:
-                    others["tvm"] = make
-            except Exception as e:  # TVM failing on a model is a figure of the table, not the end of the run
-                tvm_note = f"TVM: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+        others, tvm_note = dict(torch_make), relax_note
+        if relax is not None:
+            tvm_note = _add_tvm(others, relax, budget, path, random_model_inputs(mt.graph, 5))
         race = compare_with_onnxruntime(
             path, graph=mt.graph, log=log, repeat=repeat, others=others, threads=THREADS
         )
@@ -219,44 +215,43 @@ def bench_tuned(
             "err": race.max_rel_err,
             "holding_back": ", ".join(f"{n} {share:.0%}" for n, share in mt.shares()[:3]) or "-",
             "tvm_ms": race.others.get("tvm", float("nan")) * 1e3,
-            "tvm_wall_s": relax.wall_s if relax is not None and not isinstance(relax, str) else float("nan"),
-            "tvm_err": getattr(relax, "max_rel_err", None),
+            "tvm_wall_s": relax.wall_s if relax is not None else float("nan"),
             "tvm_note": tvm_note,
         }
 
 
-def _relax_model(path: Path, work_dir: Path):
-    """The model under TVM MetaSchedule (models_tvm.py), or why it could not be imported (a str)."""
-    from models_tvm import RelaxModel  # this directory; imports TVM
+def _why(e: Exception) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:120]}"
 
+
+def _relax_model(path: Path, work_dir: Path) -> tuple[RelaxModel | None, str | None]:
+    """The model under TVM MetaSchedule (models_tvm.py), or why TVM could not import it."""
     try:
-        return RelaxModel(path, work_dir, THREADS)
-    except Exception as e:
-        return f"TVM could not import the model: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        return RelaxModel(path, work_dir, THREADS), None
+    except Exception as e:  # TVM failing on a model is a figure of the table, not the end of the run
+        return None, f"TVM could not import the model: {_why(e)}"
 
 
-def _tvm_contender(path: Path, relax, inputs: dict[str, np.ndarray]):
-    """``(make(inputs) -> run(), None)`` for compare_with_onnxruntime, TVM's compiled model checked on the
-    race's ``inputs`` first; ``(None, why)`` when it is off by more than autosched is allowed to be."""
+def _add_tvm(others: dict, relax: RelaxModel, budget: int, path: Path, inputs: dict[str, np.ndarray]):
+    """Tune TVM to ``budget`` and add its compiled model to ``others`` (the race's ``name -> make(inputs)``)
+    once it matches onnxruntime on ``inputs``; what went wrong otherwise, for the table."""
     from autosched.graph.tune_model import MATCH_RTOL
 
-    session = ort_session(path, THREADS)
-    relax.make_runner(inputs, session.run(None, inputs))
-    if not relax.max_rel_err <= MATCH_RTOL:  # NaN fails too
-        return None, f"TVM's output differs from onnxruntime's by {relax.max_rel_err:.1e}: not timed"
-    return (lambda race_inputs: relax.make_runner(race_inputs, session.run(None, race_inputs))), None
-
-
-def _tvm_installed() -> bool:
-    from models_tvm import tvm_installed  # this directory
-
-    return tvm_installed()
+    try:
+        relax.tune_to(budget)
+        err = relax.max_rel_err(inputs, ort_session(path, THREADS).run(None, inputs))
+    except Exception as e:
+        return f"TVM: {_why(e)}"
+    if not err <= MATCH_RTOL:  # NaN fails too
+        return f"TVM's output differs from onnxruntime's by {err:.1e}: not timed"
+    others["tvm"] = relax.runner
+    return None
 
 
 def _tvm_cells(r: dict) -> str:
     """TVM's time, autosched's speed relative to it (> 1: autosched is faster), TVM's tuning wall time."""
     ms, wall = r["tvm_ms"], r["tvm_wall_s"]
-    ratio = ms / r["autosched_ms"] if ms == ms else float("nan")
+    ratio = ms / r["autosched_ms"]  # NaN when TVM was not timed
     return f" {ms:>8.2f} {ratio:>6.2f}x {wall:>9.0f}s"
 
 
@@ -266,7 +261,7 @@ def main_tuned(ns: argparse.Namespace) -> int:
     unknown = [m for m in models if m not in MODELS]
     if unknown or not budgets or budgets[0] < 1:
         raise SystemExit(f"--models: some of {', '.join(MODELS)}; --trials: positive numbers, e.g. 200,500")
-    tvm = ns.tvm if ns.tvm is not None else _tvm_installed()
+    tvm = ns.tvm if ns.tvm is not None else tvm_installed()
     tvm_head = f" {'tvm':>8} {'vs tvm':>7} {'tvm tuning':>10}" if tvm else ""
     print(
         f"threads {THREADS}; median ms per inference, autosched (the compiled model with the log's best "

@@ -89,20 +89,23 @@ def test_full_size_model_matches_onnxruntime(exporter, model_dir, name):
     _check_against_onnxruntime(exporter, path, name, False, model.run)
 
 
-@pytest.mark.slow
-def test_models_benchmark_prints_its_table():
+def _run_models_benchmark(*args: str, timeout: int, env: dict | None = None) -> str:
+    """benchmarks/models.py's standard output, after it exits 0."""
     import subprocess
 
     script = EXPORT.parents[1] / "models.py"
     proc = subprocess.run(
-        [sys.executable, str(script), "--untuned", "--repeat", "2", "resnet18", "gpt2"],
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout, env=env
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith(("resnet18", "gpt2"))]
-    assert len(rows) == 2, proc.stdout
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_models_benchmark_prints_its_table():
+    out = _run_models_benchmark("--untuned", "--repeat", "2", "resnet18", "gpt2", timeout=600)
+    rows = [line for line in out.splitlines() if line.startswith(("resnet18", "gpt2"))]
+    assert len(rows) == 2, out
     assert all(float(row.split()[-1]) < RTOL for row in rows)  # max relative error vs onnxruntime
 
 
@@ -111,19 +114,12 @@ def test_models_benchmark_races_tvm_metaschedule():
     """``--tvm``: MetaSchedule tunes the ONNX file through Relax, and its checked model joins the race."""
     pytest.importorskip("tvm")
     pytest.importorskip("tvm.relax")
-    import subprocess
-
-    script = EXPORT.parents[1] / "models.py"
-    proc = subprocess.run(
-        [sys.executable, str(script), "--trials=8", "--small", "--models=resnet18", "--tvm", "--repeat=2"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "TVM_NUM_THREADS": "2"},
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "tvm tuning" in proc.stdout, proc.stdout
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("resnet18")]
-    assert len(rows) == 1 and "TVM" not in proc.stdout.split(rows[0])[1], proc.stdout  # no failure note
+    out = _run_models_benchmark(
+        "--trials=8", "--small", "--models=resnet18", "--tvm", "--repeat=2",
+        timeout=900, env={**os.environ, "TVM_NUM_THREADS": "2"},
+    )  # fmt: skip
+    assert "tvm tuning" in out, out
+    rows = [line for line in out.splitlines() if line.startswith("resnet18")]
+    assert len(rows) == 1 and "TVM" not in out.split(rows[0])[1], out  # no failure note
     tvm_ms = float(rows[0].split()[11])  # resnet18 (small) trials tuned ours ort torch ratio wall 90% err tvm
     assert tvm_ms > 0, rows[0]
