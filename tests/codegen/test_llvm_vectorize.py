@@ -7,15 +7,18 @@ import os
 import numpy as np
 import pytest
 
+from autosched.codegen.llvm import vector_chunks
 from autosched.codegen.llvm_vector import why_not_vectorizable
 from autosched.lower.ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
 from autosched.te.expr import Var, binary, cast, const, select
 from tests.codegen.ir_builders import buf, ld
 
 
-def test_load_kinds(cpu, run, rng):
-    """Contiguous (one vector load), broadcast (scalar), strided and gathered (lane by lane)."""
-    R, n = 3, 16
+@pytest.mark.parametrize("n", [16, 48, 28])
+def test_load_kinds(cpu, run, rng, n):
+    """Contiguous (one vector load), broadcast (scalar), strided and gathered (lane by lane); 48 and 28
+    lanes run as native registers and a tail."""
+    R = 3
     A, S, W, G = buf("A", (R, n)), buf("S", (R,)), buf("W", (2 * n + 1,)), buf("G", (50,))
     Idx, B = buf("Idx", (n,), "int32"), buf("B", (R, n))
     r, j = Var("r"), Var("j")
@@ -23,7 +26,9 @@ def test_load_kinds(cpu, run, rng):
     loop = For(j, n, "vectorized", Store(B, (r, j), value))
     assert why_not_vectorizable(loop) is None
     f = PrimFunc("loads", (A, S, W, G, Idx, B), For(r, R, "serial", loop))
-    assert "load <16 x float>" in cpu.render(f)
+    text, native = cpu.render(f), min(n, cpu.vector_bits // 32)
+    assert f"load <{native} x float>" in text
+    assert n == native or f"<{n} x float>" not in text
     a, s, w, g = rng.normal(size=(R, n)), rng.normal(size=R), rng.normal(size=2 * n + 1), rng.normal(size=50)
     a, s, w, g = (x.astype("float32") for x in (a, s, w, g))
     idx, b = rng.integers(0, 50, n).astype("int32"), np.zeros((R, n), "float32")
@@ -33,9 +38,10 @@ def test_load_kinds(cpu, run, rng):
     np.testing.assert_allclose(b, expect, rtol=1e-5)
 
 
-def test_store_kinds(run, rng):
-    """A contiguous vector store, a strided scatter and a colliding scatter (the last lane wins)."""
-    n = 8
+@pytest.mark.parametrize("n", [8, 24, 40])
+def test_store_kinds(run, rng, n):
+    """A contiguous vector store, a strided scatter and a colliding scatter (the last lane wins, also
+    across the pieces of a 24- or 40-lane loop)."""
     A, C, D, E = buf("A", (n,)), buf("C", (n,)), buf("D", (2 * n,)), buf("E", (n // 2,))
     j = Var("j")
     body = seq(Store(C, (j,), ld(A, j) * 2.0), Store(D, (2 * j,), ld(A, j)), Store(E, (j // 2,), ld(A, j)))
@@ -75,7 +81,7 @@ def test_uniform_if_inside_vector_body(cpu, run, rng):
 
 
 @pytest.mark.parametrize("op", ["+", "*", "max", "min"])
-@pytest.mark.parametrize("n", [16, 7])
+@pytest.mark.parametrize("n", [16, 7, 48])
 def test_lane_reductions_combine_as_a_tree(cpu, run, rng, op, n):
     """acc = acc <op> A[j] over a vectorized j: a shuffle tree in vector registers, no serial loop."""
     A, X = buf("A", (3, n)), buf("X", (3,))
@@ -210,3 +216,12 @@ def test_large_allocate_uses_heap_in_parallel_body(cpu, run, rng):
     a, b = rng.normal(size=(4, n)).astype("float32"), np.zeros((4, n), "float32")
     run(f, a, b)
     np.testing.assert_allclose(b, 2 * a[:, ::-1])
+
+
+@pytest.mark.parametrize(
+    ("extent", "native", "pieces"),
+    [(64, 16, [(0, 64)]), (14, 16, [(0, 14)]), (48, 16, [(0, 16), (16, 16), (32, 16)]),
+     (28, 16, [(0, 16), (16, 8), (24, 4)]), (13, 4, [(0, 4), (4, 4), (8, 4), (12, 1)])],
+)  # fmt: skip
+def test_vector_chunks_cut_long_odd_extents_into_registers(extent, native, pieces):
+    assert vector_chunks(extent, native) == pieces
