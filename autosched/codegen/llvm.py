@@ -41,7 +41,8 @@ class LLVMCodegen(ExprCodegen):
         self.module = ir.Module(name=func.name)
         self.module.triple = triple
         self.module.data_layout = datalayout
-        self.vector: tuple[Var, int, int] | None = None  # (loop var, lanes, value of lane 0)
+        self.vector: tuple[Var, int] | None = None  # (loop var, lanes) inside a vector body
+        self.vector_first = 0  # the loop var's value in lane 0 of the piece being emitted
         self.n_outlined = 0
         fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR] * len(func.params)), func.name)
         self.frame = Frame.open(fn, in_parallel=False)
@@ -178,7 +179,7 @@ class LLVMCodegen(ExprCodegen):
             self.with_var(s.var, ir.Constant(I64, first), lambda: self.stmt(s.body))
             return
         values = ir.Constant(ir.VectorType(I64, lanes), list(range(first, first + lanes)))
-        self.vector = (s.var, lanes, first)
+        self.vector, self.vector_first = (s.var, lanes), first
         try:
             self.with_var(s.var, values, lambda: self.stmt(s.body))
         finally:
@@ -210,7 +211,7 @@ class LLVMCodegen(ExprCodegen):
             if form is not None and 0 <= form.coeff <= MAX_LOAD_STRIDE:
                 # The index of lane 0; lane k then reads base + coeff * k.
                 base: list[ir.Value] = []
-                lane0 = ir.Constant(I64, self.vector[2])
+                lane0 = ir.Constant(I64, self.vector_first)
                 self.with_var(var, lane0, lambda: base.append(self.flat_index(buf, indices)))
                 if form.coeff > 1:
                     return f"stride{form.coeff}", base[0]
