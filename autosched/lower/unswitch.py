@@ -11,22 +11,23 @@ the loop IR instead::
         for rc in range(32):                       if x*2 + rw >= 1:            # every tap inside reads
             acc += select(x*2 + rw >= 1,  ->           for rc in range(32):     #   in bounds
                        X[...], 0) * W[...]                 acc += X[...] * W[...]
-                                                   else:                        # the border: reads
-                                                       for rc in range(32):     #   the padding's 0
-                                                           acc += 0 * W[...]
+                                                   # no else: a border tap would add
+                                                   #   0 * W (the padding's zero)
 
 A conjunct of a select's condition is hoisted to just inside the innermost loop it depends on, when
 it depends on no loop inside that one and evaluating it early cannot fault (no load, no division by
 a variable). The conjuncts hoisted at one loop form one guard, so each loop level at most doubles
 its body: the fast copy with them taken as true, and the border copy, where a select that tests all
 of them is its other value (the padding's zero: no load, no branch) and any other select stays.
+An update of the border copy that adds a product with a literal 0 factor is dropped, as a
+convolution library skips a padded tap; a padding of another value keeps its taps.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from ..te.expr import Compare, Const, Expr, Logical, Select, Var
+from ..te.expr import Binary, Compare, Const, Expr, Logical, Select, Var, is_float
 from ..te.tensor import walk
 from ..te.visit import rewrite, substitute
 from .arith import skey
@@ -39,6 +40,7 @@ KINDS = ("serial", "unrolled", "parallel")  # vectorized loops: partition_vector
 ROLLED = ("rolled", 1)  # a loop annotation auto_unroll leaves alone
 UNSWITCH_ROWS = ("unswitch_rows", 1)  # the sketch's pragma: lift the tests out of the row loops too
 LIFT_TRIPS = 32  # a register tile's row loops run fewer iterations than there are registers
+_EMPTY = Seq(())  # a statement the Simplifier removes
 
 
 def _accumulates(s: Store) -> bool:
@@ -143,19 +145,41 @@ def _lift(loop: For, made: dict[int, IfThenElse]) -> Stmt:
     taps without a test per row (a 2-row tile with one test per row ran at 0.55x), and a tile that
     touches the border takes the fallback."""
     g = made.get(id(loop.body))
-    if g is None or g.otherwise is None:
+    if g is None:
         return loop
     var = loop.var
     if not _depends(g.cond, var):
-        return IfThenElse(
-            g.cond, dataclasses.replace(loop, body=g.then), dataclasses.replace(loop, body=g.otherwise)
-        )
+        border = None if g.otherwise is None else dataclasses.replace(loop, body=g.otherwise)
+        return IfThenElse(g.cond, dataclasses.replace(loop, body=g.then), border)
     parts = conjuncts(g.cond)
     if _trips(loop) > LIFT_TRIPS or not all(_monotone_in(c, var) or not _depends(c, var) for c in parts):
         return loop
     ends = [substitute(c, {var: Const(k, var.dtype)}) for c in parts for k in sorted({0, loop.extent - 1})]
     fallback = loop
     return IfThenElse(simplify_expr(_all(ends)), dataclasses.replace(loop, body=g.then), fallback)
+
+
+def _is_zero_product(e: Expr) -> bool:
+    """``e`` is a float product with a literal 0 factor: a padded tap's ``0 * W[...]``."""
+    if isinstance(e, Const):
+        return is_float(e.dtype) and e.value == 0
+    return isinstance(e, Binary) and e.op == "*" and (_is_zero_product(e.a) or _is_zero_product(e.b))
+
+
+def _adds_nothing(s: Stmt) -> bool:
+    """``acc = acc + 0 * W[...]``: a border tap's update, once its select became the padding's zero."""
+    if not isinstance(s, Store) or not is_float(s.buffer.dtype) or not _accumulates(s):
+        return False
+    v = s.value
+    return isinstance(v, Binary) and v.op == "+" and (_is_zero_product(v.a) or _is_zero_product(v.b))
+
+
+def _drop_zero_taps(s: Stmt) -> Stmt | None:
+    """The border copy without the updates that add a padded tap's ``0 * W``, as convolution libraries
+    skip those taps: kept, LLVM merged the border and the fast copy's multiplies into one add behind
+    a phi, and the fast copy's FMAs split into a multiply and an add (half the FMA rate). Only a weight
+    that is inf or NaN (0 * inf is NaN) or an accumulator at -0.0 sees the difference."""
+    return Simplifier().stmt(map_stmt(s, lambda x: _EMPTY if _adds_nothing(x) else x, lambda e: e))
 
 
 def _rolled(s: Stmt) -> Stmt:
@@ -185,8 +209,11 @@ def unswitch_guards(f: PrimFunc) -> PrimFunc:
             keys = {_key(c) for c in hoisted}
             fast = Simplifier().stmt(_assume(s.body, keys, True))  # select(True, t, f) -> t
             border = Simplifier().stmt(_assume(s.body, keys, False))
-            if fast is not None and border is not None:
-                guard = IfThenElse(simplify_expr(_all(hoisted)), fast, map_stmt(border, _rolled, lambda e: e))
+            if border is not None:
+                border = _drop_zero_taps(border)
+            if fast is not None:
+                rolled = None if border is None else map_stmt(border, _rolled, lambda e: e)
+                guard = IfThenElse(simplify_expr(_all(hoisted)), fast, rolled)
                 made[id(guard)] = guard
                 s = dataclasses.replace(s, body=guard)
         lifted = _lift(s, made) if id(s.var) in rows else s

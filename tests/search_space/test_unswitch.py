@@ -18,7 +18,14 @@ from autosched.te.expr import Select
 from autosched.te.tensor import walk
 from autosched.testing import assert_matches_numpy
 from autosched.topi.transform import pad
-from autosched.topi.workloads import make_avg_pool2d, make_conv1d, make_conv2d, make_matmul, make_max_pool2d
+from autosched.topi.workloads import (
+    make_avg_pool2d,
+    make_conv1d,
+    make_conv2d,
+    make_depthwise_conv2d,
+    make_matmul,
+    make_max_pool2d,
+)
 
 
 def _selects(s) -> int:
@@ -43,25 +50,60 @@ def _capsule(n: int = 1, h: int = 6, ci: int = 4, co: int = 16) -> list:
     return [data, kernel, c]
 
 
+def _conv_padded_with(value: float, c: int = 4, h: int = 8, k: int = 4) -> list:
+    """3x3 stride-1 NCHW conv of an image padded with ``value``: its border taps add ``value * W``."""
+    data = te.placeholder((1, c, h, h), name="data")
+    weight = te.placeholder((k, c, 3, 3), name="weight")
+    padded = pad(data, (0, 0, 1, 1), (0, 0, 1, 1), pad_value=value)
+    rc, ry, rx = (
+        te.reduce_axis((0, c), name="rc"),
+        te.reduce_axis((0, 3), name="ry"),
+        te.reduce_axis((0, 3), name="rx"),
+    )
+    out = te.compute(
+        (1, k, h, h),
+        lambda n, f, y, x: te.sum(padded[n, rc, y + ry, x + rx] * weight[f, rc, ry, rx], axis=[rc, ry, rx]),
+        name="conv",
+    )
+    return [data, weight, out]
+
+
+def _taps_inside(args: list, unroll: int = 0) -> Any:
+    """The plain loops of a padded conv with the channel loop inside the taps."""
+    s = create_schedule(args[-1])
+    s[args[-1].op.input_tensors[0]].compute_inline()
+    st = s[args[-1]]
+    rc, ry, rx = st.op.reduce_axis
+    st.reorder(*st.op.axis, ry, rx, rc)
+    if unroll:
+        st.pragma(st.op.axis[0], "auto_unroll_max_step", unroll)
+    return s
+
+
 def test_padding_test_leaves_the_channel_loop() -> None:
     """Plain loops of a padded conv: the test of ``rx`` sits inside the ``rx`` loop around the channel
     loop, the taken branch has no select left and the other reads no input (the padding's zero)."""
-    data, weight, out = make_conv2d(C=4, H=8, W=8, K=4, stride=1)
-    s = create_schedule(out)
-    s[out.op.input_tensors[0]].compute_inline()
-    st = s[out]
-    rc, ry, rx = st.op.reduce_axis
-    st.reorder(*st.op.axis, ry, rx, rc)  # the channel loop inside the taps
-    body = lower(s, [data, weight, out]).body
-    loops = {x.var.name: x for x in walk_stmts(body) if isinstance(x, For)}
+    args = make_conv2d(C=4, H=8, W=8, K=4, stride=1)
+    s = _taps_inside(args)
+    loops = {x.var.name: x for x in walk_stmts(lower(s, args).body) if isinstance(x, For)}
     assert isinstance(loops["ry"].body, IfThenElse)  # yy + ry inside the image: then the rx loop
     guard = loops["rx"].body
     assert isinstance(guard, IfThenElse), "the rx test should be the rx loop's whole body"
     assert isinstance(guard.then, For) and guard.then.var.name == "rc"
     assert _selects(guard.then) == 0
-    assert guard.otherwise is not None and _selects(guard.otherwise) == 0
-    assert "data" not in repr([x.value for x in walk_stmts(guard.otherwise) if isinstance(x, Store)])
-    assert_matches_numpy(s, [data, weight, out])
+    assert guard.otherwise is None, "a tap of the zero padding adds 0 * W: the border copy skips it"
+    assert_matches_numpy(s, args)
+
+
+def test_a_padding_that_is_not_zero_keeps_its_border_taps() -> None:
+    """Padded with 1, a border tap adds ``1 * W``: the border copy keeps it, reading no input."""
+    args = _conv_padded_with(1.0)
+    s = _taps_inside(args)
+    guard = next(x.body for x in walk_stmts(lower(s, args).body) if isinstance(x, For) and x.var.name == "rx")
+    assert isinstance(guard, IfThenElse) and guard.otherwise is not None
+    border = [x.value for x in walk_stmts(guard.otherwise) if isinstance(x, Store)]
+    assert border and _selects(guard.otherwise) == 0 and "data" not in repr(border)
+    assert_matches_numpy(s, args)
 
 
 def test_a_test_that_loads_stays_in_place() -> None:
@@ -80,6 +122,8 @@ CASES = {
     "conv2d_s1": lambda: make_conv2d(C=8, H=10, W=10, K=32, stride=1),
     "conv2d_s2": lambda: make_conv2d(C=4, H=9, W=9, K=16, stride=2),
     "conv1d_s2": lambda: make_conv1d(C=8, W=40, K=16, stride=2),
+    "conv2d_pad_one": lambda: _conv_padded_with(1.0, c=8, h=10, k=32),
+    "depthwise": lambda: make_depthwise_conv2d(C=32, H=10, W=10),
     "max_pool": lambda: make_max_pool2d(C=16, H=9, W=9),
     "avg_pool": lambda: make_avg_pool2d(C=16, H=9, W=9),
 }
@@ -97,19 +141,13 @@ def test_random_sketch_samples_match_numpy(name: str) -> None:
 def test_border_copy_stays_rolled_under_the_unroll_pragma() -> None:
     """The fast copy unrolls as the pragma asks; the border copy, run for a few taps, stays a loop
     (unrolled as well, it multiplied the code LLVM compiles)."""
-    data, weight, out = make_conv2d(C=4, H=8, W=8, K=4, stride=1)
-    s = create_schedule(out)
-    s[out.op.input_tensors[0]].compute_inline()
-    st = s[out]
-    rc, ry, rx = st.op.reduce_axis
-    st.reorder(*st.op.axis, ry, rx, rc)
-    st.pragma(st.op.axis[0], "auto_unroll_max_step", 512)
-    body = lower(s, [data, weight, out]).body
-    guard = next(x.body for x in walk_stmts(body) if isinstance(x, For) and x.var.name == "rx")
+    args = _conv_padded_with(1.0)  # a border copy that does something
+    s = _taps_inside(args, unroll=512)
+    guard = next(x.body for x in walk_stmts(lower(s, args).body) if isinstance(x, For) and x.var.name == "rx")
     assert isinstance(guard, IfThenElse) and isinstance(guard.then, For) and guard.otherwise is not None
     assert guard.then.kind == "unrolled"
     assert isinstance(guard.otherwise, For) and guard.otherwise.kind == "serial"
-    assert_matches_numpy(s, [data, weight, out], seed=2)
+    assert_matches_numpy(s, args, seed=2)
 
 
 def test_unswitch_rows_is_a_decision_of_padded_convs_only() -> None:
