@@ -33,6 +33,7 @@ UNROLL = 64  # the register tile's loops and a 3x3 window's taps unrolled, a cha
 ROWS_VECTORS = 8  # a whole-row vector tile's most vectors
 ROWS_CHUNK_BYTES = 24 * 1024  # half of L1
 ROWS_ACCUMULATORS = 24  # its accumulators: 3 rows of channels x 7 vectors beside 7 data vectors
+PACK_MIN_ROWS = 64  # a GEMM's B packed in the default where at least this many rows reuse it
 MV_LANES = 2  # vectors of partial sums a matrix-vector product's row reduction keeps
 
 
@@ -111,18 +112,24 @@ class _FixedTiling(TilingRules, ReductionRules):
         else:
             v = vector_multiple(last.extent, lanes)
             row = math.ceil(v / lanes)
-        # An input read across the lanes with a stride is packed with them contiguous: a conv's weight
-        # with channels in lanes (not one stored K-last), dense's W[j, k] (BERT's 128 x 768 x 768 dense:
-        # 5.7 ms gathering, 1.5 packed); matmul's B[k, j] is read in place.
-        # A K-last weight read in place is packed too: its rows 2 KiB apart (512 channels) shared L1
-        # sets (ResNet-18's 7x7 3x3 conv: 4.0 ms in place, 2.0 packed; 1 thread, CPU time).
-        self.packs = self.channel_lanes or any(layout is not None for _, layout in self.packable(op))
         reads = [n for n in walk(op.body) if isinstance(n, TensorRead)]
         along = [r for r in reads if _uses(r, last)]
         # A conv's data across output channels, its weight across pixels, matmul's B across rows.
         reused = [a for a in outer if a.extent > 1 and any(not _uses(r, a) for r in along)]
         candidates = reused or [a for a in outer if a.extent > 1]
         row_axis = candidates[-1] if candidates else None
+        # An input read across the lanes with a stride is packed with them contiguous: a conv's weight
+        # with channels in lanes (not one stored K-last), dense's W[j, k] (BERT's 128 x 768 x 768 dense:
+        # 5.7 ms gathering, 1.5 packed). A K-last weight read in place is packed too: its rows 2 KiB
+        # apart (512 channels) shared L1 sets (ResNet-18's 7x7 3x3 conv: 4.0 ms in place, 2.0 packed;
+        # 1 thread, CPU time).
+        self.packs = self.channel_lanes or any(layout is not None for _, layout in self.packable(op))
+        # So is a GEMM's row-major B[k, j] that enough rows reuse: read in place, each K chunk of a
+        # panel is rows N * 4 bytes apart (2 threads, Zen 5: 1024^3 5.71 ms in place, 4.81 packed;
+        # 128 x 3072 x 768 2.10 and 1.53; 64 x 1024 x 1024 0.50 and 0.41); for a few rows the copy is
+        # most of the work (16 x 1024 x 1024: 0.16 in place, 0.20 packed).
+        gemm_rows = row_axis.extent if row_axis is not None and reused and len(op.reduce_axis) == 1 else 0
+        self.packs = self.packs or (gemm_rows >= PACK_MIN_ROWS and bool(self.packable(op)))
         # Up to 16 along an axis the vector operand is reused on (MobileNetV2's 56x56 144 -> 24
         # projection: 0.52 ms at 8, 0.31 at 12), 8 otherwise (a depthwise conv's rows reuse nothing:
         # its 112x112 one ran 0.29 ms at 8, 0.43 at 16).

@@ -173,6 +173,16 @@ def test_default_gemm_sweeps_long_k_in_chunks():
     assert re.search(r"for k\.inner in range\(256\)", text), text
 
 
+@pytest.mark.parametrize("rows, packed", [(128, True), (64, True), (16, False)])
+def test_default_gemm_packs_b_where_enough_rows_reuse_it(rows, packed):
+    """matmul's row-major ``B[k, j]`` is copied into panels (a cache_read) where 64 or more rows reuse
+    it, and read in place below that, where the copy would be most of the work."""
+    A, B, C = _matmul(rows, 64, 512)
+    s = default_schedule(C, cores=2)
+    assert_matches_numpy(s, [A, B, C], seed=5)
+    assert any(st.primitive == "cache_read" for st in s.trace) == packed, s.trace
+
+
 def test_default_trace_takes_the_targets_vector_width():
     """An AVX2 target's default tiles 8-lane vectors, as its tuning sketch does (not AVX-512's 16)."""
     from autosched.hai.registry import get_adapter
