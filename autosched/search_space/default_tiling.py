@@ -123,13 +123,14 @@ class _FixedTiling(TilingRules, ReductionRules):
         # 5.7 ms gathering, 1.5 packed). A K-last weight read in place is packed too: its rows 2 KiB
         # apart (512 channels) shared L1 sets (ResNet-18's 7x7 3x3 conv: 4.0 ms in place, 2.0 packed;
         # 1 thread, CPU time).
-        self.packs = self.channel_lanes or any(layout is not None for _, layout in self.packable(op))
         # So is a GEMM's row-major B[k, j] that enough rows reuse: read in place, each K chunk of a
         # panel is rows N * 4 bytes apart (2 threads, Zen 5: 1024^3 5.71 ms in place, 4.81 packed;
         # 128 x 3072 x 768 2.10 and 1.53; 64 x 1024 x 1024 0.50 and 0.41); for a few rows the copy is
         # most of the work (16 x 1024 x 1024: 0.16 in place, 0.20 packed).
-        gemm_rows = row_axis.extent if row_axis is not None and reused and len(op.reduce_axis) == 1 else 0
-        self.packs = self.packs or (gemm_rows >= PACK_MIN_ROWS and bool(self.packable(op)))
+        packable = self.packable(op)
+        strided = any(layout is not None for _, layout in packable)
+        gemm_rows = reused[-1].extent if reused and len(op.reduce_axis) == 1 else 0
+        self.packs = self.channel_lanes or strided or (bool(packable) and gemm_rows >= PACK_MIN_ROWS)
         # Up to 16 along an axis the vector operand is reused on (MobileNetV2's 56x56 144 -> 24
         # projection: 0.52 ms at 8, 0.31 at 12), 8 otherwise (a depthwise conv's rows reuse nothing:
         # its 112x112 one ran 0.29 ms at 8, 0.43 at 16).
