@@ -75,6 +75,7 @@ class TuneOptions:
     flush_cache: bool = False  # evict the caches before each timed repeat (recorded in each record)
     baseline: bool = True
     early_stopping: bool = False  # stop a task when its strategy says it has converged
+    default_first: bool = True  # measure the default schedule (what runs untuned) before the search's
     # --- logs across chips (issue 6) ---
     transfer_from: tuple[str, ...] = ()  # logs whose other-chip records train the model and seed the search
     transfer_top: int = 16  # the best foreign schedules, re-measured on this target first
@@ -197,6 +198,8 @@ class Tuner:
             policy = GPUSketchPolicy(list(inst.outputs), self.chip.max_threads_per_block, shared)
         # --- end GPU-style targets ---
         strategy = make_strategy(self.options.strategy, policy, self.options.seed, self.target, self.model)
+        if self.options.default_first:
+            strategy = self._default_first(inst, strategy, cores)
         task = TaskState(inst, None, strategy)  # type: ignore[arg-type]  # its MeasureTask comes next
         # A large workload's reference takes seconds: the reporter says so before it starts (issue 19).
         task.measure_task = MeasureTask.create(
@@ -205,6 +208,18 @@ class Tuner:
             on_reference=lambda _text: self.reporter("reference", task),
         )  # fmt: skip
         return task
+
+    def _default_first(self, inst: WorkloadInstance, strategy: Any, cores: int) -> Any:
+        """``strategy`` proposing first the default schedule, as the op library, ``autosched build``
+        and a compiled model run it untuned (so a tuned log is never slower than no log)."""
+        from .search.default_first import DefaultFirst
+        from .search_space.default import default_candidate
+
+        try:
+            trace, decisions = default_candidate(list(inst.outputs), self.adapter, cores)
+        except AutoschedError:  # the untuned build fails on it too; the search may still find one
+            return strategy
+        return DefaultFirst(strategy, trace, decisions)
 
     # Log ------------------------------------------------------------------------------------------
     def load_previous(self, task: TaskState) -> list[str]:

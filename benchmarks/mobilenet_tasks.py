@@ -34,8 +34,6 @@ from export import export_model  # benchmarks/models/export.py
 from autosched.graph.compiled import as_graph
 from autosched.graph.ort_profile import per_task_comparison
 from autosched.graph.tasks import Task, extract_tasks
-from autosched.graph.tune_model import DefaultFirst
-from autosched.search_space.default import default_trace
 from autosched.te.tensor import ComputeOp
 from autosched.te.workload import topo_order
 from autosched.tune import TuneOptions, Tuner
@@ -99,11 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     log = Path(ns.log) if ns.log else work / "tasks.jsonl"
     opts = TuneOptions(trials=ns.trials, batch_size=ns.batch_size, num_threads=ns.threads, resume=True)
     tuner = Tuner([tg.tasks[i].instance for i in chosen], "llvm-cpu", log, opts)
-    for task in tuner.tasks:
+    for task in tuner.tasks:  # the Tuner measures each default schedule (what runs untuned) first
         tuner.load_previous(task)
-        # As model tuning does: the default schedule (what an untuned model runs) is measured first.
-        default = default_trace(list(task.inst.outputs), tuner.adapter, tuner.chip.cores)
-        task.strategy = DefaultFirst(task.strategy, default)
     t0 = time.perf_counter()
     states = tuner.run()
     wall = time.perf_counter() - t0

@@ -4,7 +4,8 @@ The model's fused groups become deduplicated tasks (``extract_tasks``: one per s
 weighted by how often the model runs it). One :class:`~autosched.tune.Tuner` measures them all, and
 MetaSchedule's round gradient scheduler (:class:`~autosched.search.task_scheduler.RoundGradientScheduler`)
 gives each batch to the task where it should cut ``sum(weight * best latency)`` most. ``--trials`` is
-the model's total. Each task's first candidate is its default schedule (:class:`DefaultFirst`).
+the model's total. Each task's first candidate is its default schedule, as
+for an operator (:class:`~autosched.search.default_first.DefaultFirst`).
 
 Records are the operators' records (workload key + target), so a task already in the log, from an
 earlier run or from another model that shares it (a ResNet stem), is not measured again: its records
@@ -31,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import AutoschedError
-from ..search_space.default import default_trace
 from ..tune import TaskState, TuneOptions, Tuner
 from .compiled import as_graph
 from .ir import Graph
@@ -84,12 +84,6 @@ class ModelTuner:
         self.tuner: Tuner = make(instances, target, log_path, self.options, measurer, reporter)
         self.scheduler = scheduler or RoundGradientScheduler(seed=self.options.seed)
         self.reuse = Reuse(0, 0)
-        for task in self.states:  # the default schedule as compile_model builds it: measured first
-            try:
-                default = default_trace(list(task.inst.outputs), self.tuner.adapter, self.tuner.chip.cores)
-            except AutoschedError:  # compile_model would fail on it too; the search may still find one
-                default = None
-            task.strategy = DefaultFirst(task.strategy, default)
 
     @property
     def states(self) -> list[TaskState]:
@@ -149,33 +143,6 @@ class ModelTuner:
     def untried(self) -> list[str]:
         """Tasks the budget ran out before (fewer trials than tasks): they keep their default schedule."""
         return [t.inst.name for t in self.states if t.trials + t.previous == 0]
-
-
-class DefaultFirst:
-    """A task's search strategy that proposes the default schedule before anything else.
-
-    The default schedule is what the compiled model runs for an untuned task, so measuring it first
-    gives every task a latency from its first round (the model's estimate is whole from the round-robin
-    pass) and a log whose best record is never slower than what the model would run without it.
-    Everything else is the wrapped strategy's.
-    """
-
-    def __init__(self, inner: Any, default: Any):
-        self.inner = inner
-        self.default = default
-
-    def propose(self, n: int, measured: set[str]) -> list[Any]:
-        from ..records.log import trace_key
-        from ..search.strategy import Candidate
-
-        if self.default is None or trace_key(self.default) in measured:
-            return self.inner.propose(n, measured)
-        first = Candidate(self.default)
-        self.default = None
-        return [first, *self.inner.propose(n - 1, measured | {trace_key(first.trace)})][:n]
-
-    def __getattr__(self, name: str) -> Any:  # update, seed, seed_foreign, converged...
-        return getattr(self.inner, name)
 
 
 # End-to-end check and race -------------------------------------------------------------------------

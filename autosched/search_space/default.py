@@ -11,7 +11,7 @@ from typing import Any
 from ..te.tensor import ComputeOp, Tensor
 from .default_tiling import tile_with_reuse
 from .schedule import Schedule, create_schedule
-from .sketch_base import window_read
+from .sketch_base import Decisions, window_read
 from .trace import Trace
 
 VECTOR_LANES = (16, 8, 4)
@@ -44,6 +44,11 @@ def default_schedule(
 
     Example: ``f = autosched.build(default_schedule(C), [A, B, C])``.
     """
+    return _default(outputs, cores, lanes)[0]
+
+
+def _default(outputs: Tensor | Sequence[Tensor], cores: int | None, lanes: int) -> tuple[Schedule, Decisions]:
+    """The default schedule and the sketch decisions of its register-tiled stages."""
     cores = cores or os.cpu_count() or 1
     s = create_schedule(outputs)
     from .sketch_attention import apply_default_flash
@@ -58,7 +63,8 @@ def default_schedule(
             # whose each padded element only two taps read (0.78 ms so, 0.56 inlined).
             if not any(_window_reuse(c.op, op) for c in s.stages if st in s.reads(c)):
                 st.compute_inline()
-    taken |= tile_with_reuse(s, cores, lanes, skip=taken)
+    tiled, decisions = tile_with_reuse(s, cores, lanes, skip=taken)
+    taken |= tiled
     for st in list(s.stages):
         op = st.op
         if not isinstance(op, ComputeOp) or st.attach[0] != "root" or st.name in taken:
@@ -86,7 +92,7 @@ def default_schedule(
             continue
         if extent > 1:
             st.parallel(fused)
-    return s
+    return s, decisions
 
 
 def default_trace(outputs: Tensor | Sequence[Tensor], target: Any, cores: int | None = None) -> Trace:
@@ -97,18 +103,30 @@ def default_trace(outputs: Tensor | Sequence[Tensor], target: Any, cores: int | 
 
     Example: ``trace = default_trace([C], "opencl")``.
     """
-    spec = getattr(target, "spec", None)
-    if spec is not None:
-        style = spec.style
-    else:
-        from ..target import style_of
+    return default_candidate(outputs, target, cores)[0]
 
-        style = style_of(target)
-    if style == "gpu":
+
+def default_candidate(
+    outputs: Tensor | Sequence[Tensor], target: Any, cores: int | None = None
+) -> tuple[Trace, Decisions]:
+    """:func:`default_trace` and the sketch decisions that reach it where the sketch has them (a
+    register-tiled stage's tiles, packing and unrolling; none on a GPU-style target): tuning measures
+    the default first, and its decisions start the search's populations in the default's family."""
+    if _style(target) == "gpu":
         from .gpu_sketch import default_gpu_schedule
 
-        return default_gpu_schedule(outputs).trace
-    return default_schedule(outputs, cores=cores, lanes=target_lanes(target)).trace
+        return default_gpu_schedule(outputs).trace, {}
+    s, decisions = _default(outputs, cores, target_lanes(target))
+    return s.trace, decisions
+
+
+def _style(target: Any) -> str:
+    spec = getattr(target, "spec", None)
+    if spec is not None:
+        return str(spec.style)
+    from ..target import style_of
+
+    return str(style_of(target))
 
 
 def target_lanes(target: Any) -> int:

@@ -23,7 +23,7 @@ from .schedule import Schedule
 from .sketch import SketchPolicy
 from .sketch_base import RFACTOR_LANES, divisors, has_reuse
 from .sketch_reduction import ReductionRules
-from .sketch_tiling import TilingRules, plain_rows, vector_multiple
+from .sketch_tiling import TilingRules, best_filled, plain_rows
 
 ACCUMULATORS = 16  # vectors in the register tile: 16 of AVX-512's 32, the rest for operands
 TILE_BYTES = 32 * 1024  # the producer's accumulator tile: L1
@@ -109,8 +109,8 @@ class _FixedTiling(TilingRules, ReductionRules):
         elif last.extent % lanes == 0:
             v = 2 * lanes if last.extent % (2 * lanes) == 0 else lanes
             row = v // lanes
-        else:
-            v = vector_multiple(last.extent, lanes)
+        else:  # the fullest vectors a divisor gives (1000 wide: 40, 83% of the lanes; 8 fills half)
+            v = best_filled(last.extent, lanes)
             row = math.ceil(v / lanes)
         reads = [n for n in walk(op.body) if isinstance(n, TensorRead)]
         along = [r for r in reads if _uses(r, last)]
@@ -262,10 +262,13 @@ def _uses(read: TensorRead, axis: IterVar) -> bool:
     return any(v is axis for i in read.indices for v in walk(i))
 
 
-def tile_with_reuse(s: Schedule, cores: int, lanes: int = 16, skip: set[str] | None = None) -> set[str]:
+def tile_with_reuse(
+    s: Schedule, cores: int, lanes: int = 16, skip: set[str] | None = None
+) -> tuple[set[str], dict[str, Any]]:
     """Register-tile every root reduction with reuse of ``s`` (and the elementwise stage it is computed
     in, if any) with fixed decisions, but for the stages in ``skip`` (a flash attention's, which stay
-    plain root stages); the names of the stages it scheduled."""
+    plain root stages); the names of the stages it scheduled, and its decisions under the sketch's
+    keys (what seeds a search from the default: :func:`~.default.default_candidate`)."""
     tiler = _FixedTiling(s, cores, lanes)
     tiler.done |= set(skip or ())
     for st in reversed(list(s.stages)):
@@ -284,4 +287,4 @@ def tile_with_reuse(s: Schedule, cores: int, lanes: int = 16, skip: set[str] | N
         tiler.given[f"{st.name}.local/vector_axis"] = axis
         tiler.channel_lanes = axis != "last"
         tiler.multi_level_tiling(st)
-    return tiler.done - set(skip or ())
+    return tiler.done - set(skip or ()), dict(tiler.used)

@@ -34,6 +34,12 @@ def vector_multiple(extent: int, lanes: int, inner_max: int = 64) -> int:
     multiple = math.gcd(lanes, extent)
     if 2 * multiple >= lanes:
         return multiple
+    return best_filled(extent, lanes, inner_max)
+
+
+def best_filled(extent: int, lanes: int, inner_max: int = 64) -> int:
+    """The divisor of ``extent`` up to ``inner_max`` whose vectors are the fullest (the longest of
+    equals): 40 for 1000 on 16 lanes (two and a half vectors, 83% of the lanes used; 8 uses half)."""
     fits = [d for d in divisors(extent) if d <= inner_max]
     return max(fits, key=lambda d: (d / (math.ceil(d / lanes) * lanes), d))
 

@@ -198,3 +198,13 @@ def test_default_trace_takes_the_targets_vector_width():
         assert_matches_numpy(s, [A, B, C], seed=3)
         widths.append(max(e for _, _, e in _vector_loops(format_func(lower(s, [A, B, C], "mm")))))
     assert widths == [32, 16], widths  # two vectors wide either way
+
+
+@pytest.mark.parametrize("n, width", [(1000, 40), (24, 24), (72, 36)])
+def test_default_vector_tile_fills_its_vectors_where_16_does_not_divide(n, width):
+    """A width that 16 does not divide (a 1000-class layer) is tiled by the divisor whose vectors are
+    fullest (40: 2.5 vectors, 83% of the lanes), not by half vectors of 8; the kernel stays correct."""
+    A, B, C = _matmul(32, n, 48)
+    s = default_schedule(C, cores=2)
+    assert_matches_numpy(s, [A, B, C], seed=7)
+    assert max(e for _, _, e in _vector_loops(format_func(lower(s, [A, B, C], "mm")))) == width
