@@ -199,7 +199,7 @@ class Tuner:
         # --- end GPU-style targets ---
         strategy = make_strategy(self.options.strategy, policy, self.options.seed, self.target, self.model)
         if self.options.default_first:
-            strategy = self._default_first(inst, strategy, cores)
+            strategy = self._default_first(inst, strategy)
         task = TaskState(inst, None, strategy)  # type: ignore[arg-type]  # its MeasureTask comes next
         # A large workload's reference takes seconds: the reporter says so before it starts (issue 19).
         task.measure_task = MeasureTask.create(
@@ -209,14 +209,15 @@ class Tuner:
         )  # fmt: skip
         return task
 
-    def _default_first(self, inst: WorkloadInstance, strategy: Any, cores: int) -> Any:
+    def _default_first(self, inst: WorkloadInstance, strategy: Any) -> Any:
         """``strategy`` proposing first the default schedule, as the op library, ``autosched build``
-        and a compiled model run it untuned (so a tuned log is never slower than no log)."""
+        and a compiled model run it untuned, for all the chip's cores (so a tuned log is never slower
+        than no log)."""
         from .search.default_first import DefaultFirst
         from .search_space.default import default_candidate
 
         try:
-            trace, decisions = default_candidate(list(inst.outputs), self.adapter, cores)
+            trace, decisions = default_candidate(list(inst.outputs), self.adapter, self.chip.cores)
         except AutoschedError:  # the untuned build fails on it too; the search may still find one
             return strategy
         return DefaultFirst(strategy, trace, decisions)

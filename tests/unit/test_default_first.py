@@ -34,8 +34,7 @@ def test_the_first_candidate_is_the_default_and_the_best_is_never_slower(tmp_pat
     # Every searched schedule is 10x slower than the default: the log's best must be the default.
     m = Recording(lambda t: 1e-4 if trace_key(t) == key else 1e-3)
     tuner = _tuner(tmp_path, m)
-    cores = tuner.options.num_threads or tuner.chip.cores
-    default, decisions = default_candidate(list(tuner.tasks[0].inst.outputs), tuner.adapter, cores)
+    default, decisions = default_candidate(list(tuner.tasks[0].inst.outputs), tuner.adapter, tuner.chip.cores)
     key = trace_key(default)
     [task] = tuner.run()
     assert m.batches[0][0] == key
