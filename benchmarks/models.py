@@ -178,7 +178,7 @@ def bench_tuned(
         done_before += sum(t.trials for t in mt.states)
         others, tvm_note = dict(torch_make), relax_note
         if relax is not None:
-            tvm_note = _add_tvm(others, relax, budget, path, random_model_inputs(mt.graph, 5))
+            tvm_note = _add_tvm(others, relax, budget, path, random_model_inputs(mt.graph, 5)) or relax_note
         race = compare_with_onnxruntime(
             path, graph=mt.graph, log=log, repeat=repeat, others=others, threads=THREADS
         )
@@ -227,7 +227,8 @@ def _why(e: Exception) -> str:
 def _relax_model(path: Path, work_dir: Path) -> tuple[RelaxModel | None, str | None]:
     """The model under TVM MetaSchedule (models_tvm.py), or why TVM could not import it."""
     try:
-        return RelaxModel(path, work_dir, THREADS), None
+        relax = RelaxModel(path, work_dir, THREADS)
+        return relax, relax.note
     except Exception as e:  # TVM failing on a model is a figure of the table, not the end of the run
         return None, f"TVM could not import the model: {_why(e)}"
 
