@@ -33,7 +33,9 @@ class DefaultFirst:
     def propose(self, n: int, measured: set[str]) -> list[Candidate]:
         if getattr(self.inner, "queue_alone", False):  # transfer's probes go first, on their own
             return list(self.inner.propose(n, measured))
-        if self.default is None or n < 1 or trace_key(self.default) in measured:
+        if n < 1:
+            return list(self.inner.propose(n, measured))  # nothing asked: the default waits
+        if self.default is None or trace_key(self.default) in measured:
             object.__setattr__(self, "default", None)  # logged already (a resumed run): not again
             return list(self.inner.propose(n, measured))
         first = Candidate(self.default, self.decisions)
