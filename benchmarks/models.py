@@ -110,7 +110,7 @@ def bench(name: str, small: bool, out_dir: Path, repeat: int, tasks: bool = Fals
         contenders.append(_torch_runner(name, small, inputs))
     except ImportError:
         pass
-    times = interleaved_medians(contenders, repeat=repeat, block=max(1, repeat // 4))
+    times = interleaved_medians(contenders, repeat=repeat, block=max(1, min(5, repeat // 4)))
     mem = model.memory
     return {
         "model": f"{name}{' (small)' if small else ''}",
@@ -305,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=16, help="with --trials: candidates per batch")
     p.add_argument("--keep", metavar="DIR", help="with --trials: keep models and logs here")
     p.add_argument("--full", action="store_true", help="with --untuned: full sizes (default: the small set)")
-    p.add_argument("--repeat", type=int, default=20, help="timed calls per contender")
+    # 12 rounds of 5: this machine's speed swings by up to 1.5x for seconds at a time (a neighbour on the
+    # shared L3), and 4 rounds let one slow stretch decide a 5% race (MobileNetV2: 0.97x to 1.07x).
+    p.add_argument("--repeat", type=int, default=60, help="timed calls per contender, in rounds of 5")
     p.add_argument("--tasks", action="store_true", help="also list each model's tasks (weight, MFLOP)")
     p.add_argument("--per-task", action="store_true", help="with --trials: each task against onnxruntime's "
                    "profiled time for the same nodes")  # fmt: skip

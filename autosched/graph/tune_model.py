@@ -280,7 +280,8 @@ def compare_with_onnxruntime(
         contenders.append(lambda: session.run(None, inputs))
     names = list(others or {})
     contenders += [others[n](inputs) for n in names]  # type: ignore[index]
-    times = interleaved_medians(contenders, repeat=repeat, block=max(1, repeat // 4))
+    # blocks of 5 at most: a larger repeat buys more rounds, which a slow stretch of the machine sways less
+    times = interleaved_medians(contenders, repeat=repeat, block=max(1, min(5, repeat // 4)))
     ort_s = times[1] if session is not None else None
     extra = dict(zip(names, times[len(times) - len(names) :], strict=True))
     return ModelRace(times[0], ort_s, err, tuned, len(model.sources), extra)
