@@ -154,7 +154,7 @@ def bench_tuned(
     transform = as_graph  # what ModelTuner and compile_model do to the graph: conv and GEMM weight layouts
     model = path
     curve: list[tuple[int, float]] = []  # (trials so far, estimated latency) once every task has a result
-    done_before, wall = 0, 0.0
+    wall = 0.0
     torch_make = {"torch": lambda inputs: _torch_runner(name, small, inputs)}  # torch exported the model
     for budget in budgets:
         threads = THREADS if THREADS != os.cpu_count() else None
@@ -163,11 +163,11 @@ def bench_tuned(
         )
         holder: list[ModelTuner] = []
 
-        def on_event(event: str, _task, holder=holder, before=done_before) -> None:
+        def on_event(event: str, _task, holder=holder) -> None:
             if event == "batch" and holder:
                 latency, missing = holder[0].latency()
                 if not missing:
-                    curve.append((before + sum(t.trials for t in holder[0].states), latency))
+                    curve.append((sum(t.previous + t.trials for t in holder[0].states), latency))
 
         mt = ModelTuner(model, "llvm-cpu", log, opts, reporter=on_event)
         holder.append(mt)
@@ -175,7 +175,7 @@ def bench_tuned(
         t0 = time.perf_counter()
         mt.run()
         wall += time.perf_counter() - t0
-        done_before += sum(t.trials for t in mt.states)
+        done = sum(t.previous + t.trials for t in mt.states)  # the log's trials: a rerun counts them too
         others, tvm_note = dict(torch_make), relax_note
         if relax is not None:
             tvm_note = _add_tvm(others, relax, budget, path, random_model_inputs(mt.graph, 5)) or relax_note
@@ -187,11 +187,11 @@ def bench_tuned(
             rows, rest = per_task_comparison(
                 path, best, threads=THREADS, runs=max(20, repeat), transform=transform
             )
-            print(f"{name}, {done_before} trials: per task, ours (the log's best x weight) vs ort's profile")
+            print(f"{name}, {done} trials: per task, ours (the log's best x weight) vs ort's profile")
             print_per_task(rows, rest)
             if retime:  # the log's wall-clock bests against CPU time in turns: see graph/task_race.py
                 traces = {t.inst.key: t.best_trace for t in mt.states if t.best_trace is not None}
-                print(f"{name}, {done_before} trials: each task's best re-timed against ort on its nodes")
+                print(f"{name}, {done} trials: each task's best re-timed against ort on its nodes")
                 print_races(race_tasks(path, traces, threads=THREADS, transform=transform))
         if in_place:  # the compiled model's steps where they run, against the same calls warm
             with warnings.catch_warnings():
@@ -200,11 +200,11 @@ def bench_tuned(
             rows = in_model(
                 compiled, random_model_inputs(mt.graph, 5), rounds=max(5, repeat // 2), threads=THREADS
             )
-            print(f"{name}, {done_before} trials: each task in the model (in order, once) vs warm (repeated)")
+            print(f"{name}, {done} trials: each task in the model (in order, once) vs warm (repeated)")
             print_in_model(rows)
         yield {
             "model": f"{name}{' (small)' if small else ''}",
-            "trials": done_before,
+            "trials": done,
             "tuned": f"{race.tuned_tasks}/{race.total_tasks}",
             "autosched_ms": race.autosched_s * 1e3,
             "onnxruntime_ms": (race.onnxruntime_s or float("nan")) * 1e3,
