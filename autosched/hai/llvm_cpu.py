@@ -17,6 +17,7 @@ import numpy as np
 from ..codegen.llvm import render_llvm
 from ..errors import CompileError, RunError, TargetError
 from ..lower.ir import PrimFunc
+from ..runtime.repeat import HostCall
 from ..target import Target, parse_target
 from .base import ChipInfo
 from .llvm_host import CPU_FEATURES, check_cpu_options, cpu_ghz, llvm_binding, sys_caches
@@ -203,9 +204,8 @@ class LLVMCPUAdapter:
     def time(self, kernel: LLVMKernel, args: list[Any], repeat: int = 5, warmup: int = 1) -> list[float]:
         """Seconds per run for each repeat; a fast kernel runs several times per repeat (>= 1 ms)."""
         self.launch(kernel, args)  # checks args, applies num-threads
-        ptrs = [a.ctypes.data for a in args]
-        cfunc = kernel.cfunc
-        return time_calls(lambda: cfunc(*ptrs), TimingPolicy(repeat, warmup))
+        call = HostCall(kernel.cfunc, [a.ctypes.data for a in args])  # looped in C, as the runner does
+        return time_calls(call, TimingPolicy(repeat, warmup))
 
     def set_num_threads(self, n: int) -> None:
         """Threads of the next parallel regions started from this Python thread (libgomp)."""

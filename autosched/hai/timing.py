@@ -4,6 +4,8 @@ Every path that times a kernel uses :func:`time_calls`: the adapters' ``time()``
 worker, the tuner's numpy baseline. It lives in ``hai`` because the adapters, the lowest layer that
 times anything, need it. A repeat runs the call ``number`` times, enough to last ``min_repeat_s``
 (timer resolution and call overhead stay small), and gives seconds per call; callers take the median.
+A host kernel's call (:class:`autosched.runtime.repeat.HostCall`) makes those calls from a loop in C,
+so that a microsecond kernel is not timed with the half microsecond a call from Python adds.
 
 The cache flush (writing a buffer larger than the last-level cache before each repeat, Triton's
 ``do_bench`` idea) is off by default: CPU kernels run on warm data in real use. With it on, a repeat
@@ -118,11 +120,15 @@ def _timed(
 ) -> float:
     """Seconds per call over ``number`` calls: the wall clock, or the sum of the calls' own times."""
     device = 0.0
+    repeat = getattr(call, "repeat_calls", None)  # a host kernel's C loop (runtime.repeat.HostCall)
     t0 = time.perf_counter()
-    for _ in range(number):
-        seconds = call()
-        if device_timed:
-            device += float(seconds)
+    if repeat is not None and not device_timed:
+        repeat(number)
+    else:
+        for _ in range(number):
+            seconds = call()
+            if device_timed:
+                device += float(seconds)
     if sync is not None:
         sync()
     wall = time.perf_counter() - t0

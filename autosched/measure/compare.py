@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..hai.timing import TimingPolicy, time_calls
+from ..runtime.repeat import HostCall
 
 
 def interleaved_medians(
@@ -86,12 +87,5 @@ def raw_call(fn: Any, arrays: Sequence[Any]) -> Callable[[], Any]:
     ``fn`` (an :class:`~.isolated.IsolatedFunction`, or a CPU BuiltFunction) was already called
     once on ``arrays``, which checked them; its kernel's ``cfunc`` is the C entry point.
     """
-    cfunc = fn.kernel.cfunc
-    ptrs = [a.ctypes.data for a in arrays]
-    keep = (fn, arrays)  # the compiled code and the buffers must outlive the call (a freed fn segfaults)
-
-    def call() -> Any:
-        assert keep
-        return cfunc(*ptrs)
-
-    return call
+    # the compiled code and the buffers must outlive the calls (a freed fn segfaults)
+    return HostCall(fn.kernel.cfunc, [a.ctypes.data for a in arrays], keep=(fn, arrays))

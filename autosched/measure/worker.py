@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import CompileError, LowerError, RunError, ScheduleError, TargetError
 from ..hai.timing import TimingPolicy, time_calls, time_once
+from ..runtime.repeat import HostCall
 from .output_check import fill_garbage as _fill_garbage
 from .output_check import outputs_match
 
@@ -177,9 +178,8 @@ class _WorkerState:
             left = budget_s - (time.perf_counter() - start)
             repeat = max(1, min(repeat, int(left / max(once, 1e-9))))  # as time_calls caps a slow kernel
             return [float(c) for c in adapter.time(kernel, self.arrays, repeat=repeat, warmup=warmup)]
-        fn = self.kernel
-        ptrs = [a.ctypes.data for a in self.arrays]
-        once = time_once(lambda: fn(*ptrs))
+        call = HostCall(self.kernel, [a.ctypes.data for a in self.arrays])
+        once = time_once(call)
         self.check(n_in)
         policy = TimingPolicy(repeat, warmup, min_repeat_s, flush_cache)
         left = budget_s - (time.perf_counter() - start)
@@ -187,7 +187,7 @@ class _WorkerState:
         # (stop_s): two repeats. Neither below SLOW_MIN_S: a microsecond kernel's repeats are cheap, and
         # a fresh worker's first ones ran 3x the best on a loaded machine.
         slow, stop = max(slow_s, SLOW_MIN_S), max(stop_s, SLOW_MIN_S)
-        return time_calls(lambda: fn(*ptrs), policy, first_s=once, budget_s=left, slow_s=slow, stop_s=stop)
+        return time_calls(call, policy, first_s=once, budget_s=left, slow_s=slow, stop_s=stop)
 
     def run_misaligned(
         self, repeat: int, min_repeat_s: float, warmup: int, budget_s: float, flush_cache: bool = False
@@ -200,13 +200,12 @@ class _WorkerState:
         if self.kernel is None or isinstance(self.kernel, tuple):
             raise RunError("runner: the misaligned case is for a loaded host kernel only")
         self.fill(self.shifted)
-        fn = self.kernel
-        ptrs = [a.ctypes.data for a in self.shifted]
-        once = time_once(lambda: fn(*ptrs))
+        call = HostCall(self.kernel, [a.ctypes.data for a in self.shifted])
+        once = time_once(call)
         self.check(len(self.pristine), self.shifted)
         policy = TimingPolicy(repeat, warmup, min_repeat_s, flush_cache)
         left = budget_s - (time.perf_counter() - start)
-        return time_calls(lambda: fn(*ptrs), policy, first_s=once, budget_s=left)
+        return time_calls(call, policy, first_s=once, budget_s=left)
 
     def fill(self, arrays: list[np.ndarray]) -> None:
         """Fresh inputs (a previous candidate may have scribbled on them) and garbage outputs."""
