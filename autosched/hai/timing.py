@@ -5,7 +5,7 @@ worker, the tuner's numpy baseline. It lives in ``hai`` because the adapters, th
 times anything, need it. A repeat runs the call ``number`` times, enough to last ``min_repeat_s``
 (timer resolution and call overhead stay small), and gives seconds per call; callers take the median.
 A host kernel's call (:class:`autosched.runtime.repeat.HostCall`) makes those calls from a loop in C,
-so that a microsecond kernel is not timed with the half microsecond a call from Python adds.
+so that a microsecond kernel is not timed with the quarter microsecond a call from Python adds.
 
 The cache flush (writing a buffer larger than the last-level cache before each repeat, Triton's
 ``do_bench`` idea) is off by default: CPU kernels run on warm data in real use. With it on, a repeat

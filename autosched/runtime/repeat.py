@@ -1,7 +1,7 @@
 """A host kernel called ``n`` times from a loop in C, for timing: what a call from Python adds is gone.
 
-A ctypes call from a Python loop costs about half a microsecond, which a 25 us kernel reads as 2%
-slower and a 2 us kernel as 25%; TVM's ``time_evaluator`` and onnxruntime loop in C++. So the timing
+A ctypes call from a Python loop costs about 0.25 us here (Zen 5; more on slower cores), which a 2 us
+kernel reads as 12% slower; TVM's ``time_evaluator`` and onnxruntime loop in C++. So the timing
 loop (:func:`autosched.hai.timing.time_calls`) runs a :class:`HostCall` through its
 :meth:`HostCall.repeat_calls`: one ctypes call into a small C loop (built once per process with the C
 compiler that links the kernels), which calls the kernel's entry point on the same addresses ``n`` times.
