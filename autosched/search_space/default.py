@@ -11,7 +11,7 @@ from typing import Any
 from ..te.tensor import ComputeOp, Tensor
 from .default_tiling import tile_with_reuse
 from .schedule import Schedule, create_schedule
-from .sketch_base import Decisions, window_read
+from .sketch_base import WINDOW_UNROLL_MAX, Decisions, window_read
 from .trace import Trace
 
 VECTOR_LANES = (16, 8, 4)
@@ -20,6 +20,11 @@ WINDOW_REUSE = 4  # reads per element that pay for a copy of a conv's padded inp
 
 def _lanes(extent: int) -> int | None:
     return next((v for v in VECTOR_LANES if extent % v == 0), None)
+
+
+def _column_tile(extent: int) -> int | None:
+    """Outputs of a pool's next spatial axis computed together: 4, or 2, where they divide it."""
+    return next((c for c in (4, 2) if extent % c == 0 and extent > c), None)
 
 
 def _window_reuse(reader: Any, producer: Any) -> bool:
@@ -74,8 +79,19 @@ def _default(outputs: Tensor | Sequence[Tensor], cores: int | None, lanes: int) 
         if spatial and spatial[-1].extent >= 4 and (width := _lanes(spatial[-1].extent)):
             jo, ji = st.split(spatial[-1], factor=width)
             outer = [*spatial[:-1], jo]
-            st.reorder(*outer, *op.reduce_axis, ji)
+            row = []
+            window = op.reduce_axis and math.prod(a.extent for a in op.reduce_axis) <= WINDOW_UNROLL_MAX
+            if window and len(spatial) > 1 and (cols := _column_tile(spatial[-2].extent)):
+                # 4 outputs of a pool's next axis inside its window, each its own accumulator (as the
+                # sketch's spatial_tile): 112 x 112 x 64 NHWC max pool 27.6 -> 23.0 us
+                row = list(st.split(spatial[-2], factor=cols))
+                outer = [*spatial[:-2], row[0], jo]
+            st.reorder(*outer, *op.reduce_axis, *row[1:], ji)
             st.vectorize(ji)
+            if row:
+                st.unroll(row[1])
+                for a in op.reduce_axis:
+                    st.unroll(a)
         # Parallelize over the outer spatial loops: fuse until there is enough work per core.
         par = []
         extent = 1

@@ -90,6 +90,7 @@ class ReductionRules(BuilderBase):
     ) -> None:
         """Inner spatial loop vectorized (reductions moved outside it), outer loops parallel."""
         outer = spatial
+        window = bool(reduce) and _prod([a.extent for a in reduce]) <= WINDOW_UNROLL_MAX
         if spatial:
             last = spatial[-1]
             options = [v for v in divisors(last.extent) if v <= 64]
@@ -97,15 +98,31 @@ class ReductionRules(BuilderBase):
             if lanes > 1:
                 jo, ji = st.split(last, factor=lanes)
                 outer = [*spatial[:-1], jo]
-                st.reorder(*outer, *reduce, ji)
+                row: list = []
+                if window and len(spatial) > 1:  # see spatial_tile
+                    row = self.spatial_tile(st, spatial[-2])
+                    outer = [*spatial[:-2], *row[:1], jo] if row else outer
+                st.reorder(*outer, *reduce, *row[1:], ji)
                 st.vectorize(ji)
+                if row:
+                    st.unroll(row[1])
         # A small window (a 3x3 pool) unrolled around the vector body: its taps are straight-line
         # vector code, the accumulator stays in a register between them.
-        if reduce and _prod([a.extent for a in reduce]) <= WINDOW_UNROLL_MAX:
-            if self.choose(f"{st.name}/unroll_window", (True, False)):
-                for a in reduce:
-                    st.unroll(a)
+        if window and self.choose(f"{st.name}/unroll_window", (True, False)):
+            for a in reduce:
+                st.unroll(a)
         self.place(st, outer, in_readers)
+
+    def spatial_tile(self, st: Stage, axis: IterVar) -> list:
+        """A few outputs along the next spatial axis (a pool's columns) inside the window loops, each
+        with its own vector accumulator: several independent chains of taps in flight, where one
+        output's taps form a single chain (NHWC 3x3 max pool, 112 x 112 x 64: 27.6 -> 23.0 us with 4
+        columns). ``[outer, inner]``, or ``[]`` for one output."""
+        options = [v for v in divisors(axis.extent) if v <= 8]
+        width = self.choose(f"{st.name}/spatial_tile", options)
+        if width <= 1:
+            return []
+        return list(st.split(axis, factor=width))
 
     def attach_spots(self, st: Stage) -> list[tuple[str, str]]:
         """The loops ``st`` can be computed in: loops of the one root stage that all its readers run

@@ -69,3 +69,53 @@ def test_parallel_loops_fused_only_until_every_core_has_enough() -> None:
         rng = random.Random(0)
         seen = {policy.sample(rng)[1]["layer_norm/parallel_depth"] for _ in range(20)}
         assert seen == depths, (rows, seen)
+
+
+def test_a_pool_keeps_several_columns_in_flight_and_still_matches_numpy() -> None:
+    """NHWC max pool: channels in vector lanes, and a few output columns inside the window loops (each
+    its own accumulator) when the spatial_tile decision says so; every sampled width matches numpy."""
+    from autosched.testing import assert_matches_numpy
+    from autosched.topi.transform import pad
+
+    data = te.placeholder((1, 12, 12, 32), name="data")
+    padded = pad(data, (0, 1, 1, 0), (0, 1, 1, 0), pad_value=-3.0e38)
+    ry, rx = te.reduce_axis((0, 3), name="ry"), te.reduce_axis((0, 3), name="rx")
+    out = te.compute(
+        (1, 6, 6, 32),
+        lambda b, y, x, c: te.max(padded[b, y * 2 + ry, x * 2 + rx, c], axis=[ry, rx]),
+        name="pool",
+    )
+    policy = SketchPolicy([out], lanes=16)
+    widths = set()
+    for seed in range(40):
+        s, d = policy.sample(random.Random(seed))
+        if d.get("pool/vector", 1) <= 1:
+            continue
+        width = d["pool/spatial_tile"]
+        widths.add(width)
+        leaves = [leaf.name for leaf in s["pool"].leaves]
+        if width > 1:  # the columns' inner loop sits between the window and the vector lanes
+            assert leaves.index("x.inner") > max(leaves.index("ry"), leaves.index("rx")), leaves
+            assert leaves.index("x.inner") < leaves.index("c.inner"), leaves
+        assert_matches_numpy(s, [data, out])
+    assert {1, 2, 3, 6} & widths and len(widths) >= 2, widths
+
+
+def test_the_default_pool_computes_four_columns_in_its_window() -> None:
+    from autosched.search_space.default import default_schedule
+    from autosched.testing import assert_matches_numpy
+    from autosched.topi.transform import pad
+
+    data = te.placeholder((1, 16, 16, 32), name="data")
+    padded = pad(data, (0, 1, 1, 0), (0, 1, 1, 0), pad_value=-3.0e38)
+    ry, rx = te.reduce_axis((0, 3), name="ry"), te.reduce_axis((0, 3), name="rx")
+    out = te.compute(
+        (1, 8, 8, 32),
+        lambda b, y, x, c: te.max(padded[b, y * 2 + ry, x * 2 + rx, c], axis=[ry, rx]),
+        name="pool",
+    )
+    s = default_schedule(out)
+    leaves = [leaf.name for leaf in s["pool"].leaves]
+    assert leaves[-3:] == ["rx", "x.inner", "c.inner"], leaves
+    assert s["pool"].leaves[-2].extent == 4
+    assert_matches_numpy(s, [data, out])
