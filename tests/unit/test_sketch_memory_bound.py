@@ -75,16 +75,8 @@ def test_a_pool_keeps_several_columns_in_flight_and_still_matches_numpy() -> Non
     """NHWC max pool: channels in vector lanes, and a few output columns inside the window loops (each
     its own accumulator) when the spatial_tile decision says so; every sampled width matches numpy."""
     from autosched.testing import assert_matches_numpy
-    from autosched.topi.transform import pad
 
-    data = te.placeholder((1, 12, 12, 32), name="data")
-    padded = pad(data, (0, 1, 1, 0), (0, 1, 1, 0), pad_value=-3.0e38)
-    ry, rx = te.reduce_axis((0, 3), name="ry"), te.reduce_axis((0, 3), name="rx")
-    out = te.compute(
-        (1, 6, 6, 32),
-        lambda b, y, x, c: te.max(padded[b, y * 2 + ry, x * 2 + rx, c], axis=[ry, rx]),
-        name="pool",
-    )
+    data, out = _nhwc_max_pool(12)
     policy = SketchPolicy([out], lanes=16)
     widths = set()
     for seed in range(40):
@@ -104,18 +96,25 @@ def test_a_pool_keeps_several_columns_in_flight_and_still_matches_numpy() -> Non
 def test_the_default_pool_computes_four_columns_in_its_window() -> None:
     from autosched.search_space.default import default_schedule
     from autosched.testing import assert_matches_numpy
-    from autosched.topi.transform import pad
 
-    data = te.placeholder((1, 16, 16, 32), name="data")
-    padded = pad(data, (0, 1, 1, 0), (0, 1, 1, 0), pad_value=-3.0e38)
-    ry, rx = te.reduce_axis((0, 3), name="ry"), te.reduce_axis((0, 3), name="rx")
-    out = te.compute(
-        (1, 8, 8, 32),
-        lambda b, y, x, c: te.max(padded[b, y * 2 + ry, x * 2 + rx, c], axis=[ry, rx]),
-        name="pool",
-    )
+    data, out = _nhwc_max_pool(16)
     s = default_schedule(out)
     leaves = [leaf.name for leaf in s["pool"].leaves]
     assert leaves[-3:] == ["rx", "x.inner", "c.inner"], leaves
     assert s["pool"].leaves[-2].extent == 4
     assert_matches_numpy(s, [data, out])
+
+
+def _nhwc_max_pool(size: int) -> tuple[te.Tensor, te.Tensor]:
+    """3x3, stride 2, padding 1 over ``[1, size, size, 32]``: the pool of ResNet's stem, small."""
+    from autosched.topi.transform import pad
+
+    data = te.placeholder((1, size, size, 32), name="data")
+    padded = pad(data, (0, 1, 1, 0), (0, 1, 1, 0), pad_value=-3.0e38)
+    ry, rx = te.reduce_axis((0, 3), name="ry"), te.reduce_axis((0, 3), name="rx")
+    out = te.compute(
+        (1, size // 2, size // 2, 32),
+        lambda b, y, x, c: te.max(padded[b, y * 2 + ry, x * 2 + rx, c], axis=[ry, rx]),
+        name="pool",
+    )
+    return data, out
