@@ -10,9 +10,11 @@ back and applies the first rule that fits each stage:
   tiling "SSRSRS" inside a consumer that writes the result: its elementwise consumer when it has
   one (dense -> bias+relu), else a ``cache_write`` copy; the accumulator tile lives in registers;
 - a reduction without reuse (softmax, norms, pooling) is either vectorized across its spatial
-  lanes or ``rfactor``-ed so that its contiguous reduction runs in vector lanes (whose partials
-  then combine as a tree), and is computed at the root or inside the outer loops of the one root
-  loop nest all its readers run in (softmax: max, exps and sum inside the output's row loop);
+  lanes (a small window unrolled around them, with a few outputs of the next spatial axis inside it,
+  each its own accumulator) or ``rfactor``-ed so that its contiguous reduction runs in vector
+  lanes (whose partials then combine as a tree), and is computed at the root or inside the outer
+  loops of the one root loop nest all its readers run in (softmax: max, exps and sum inside the
+  output's row loop);
 - any remaining stage gets its outer loops fused and parallel and its inner loop vectorized.
 
 Every random choice is kept in a ``Decisions`` dict (JSON-able), so a candidate can be rebuilt,
