@@ -11,7 +11,7 @@ from typing import Any
 from ..te.tensor import ComputeOp, Tensor
 from .default_tiling import tile_with_reuse
 from .schedule import Schedule, create_schedule
-from .sketch_base import WINDOW_UNROLL_MAX, Decisions, window_read
+from .sketch_base import Decisions, small_window, window_read
 from .trace import Trace
 
 VECTOR_LANES = (16, 8, 4)
@@ -80,8 +80,8 @@ def _default(outputs: Tensor | Sequence[Tensor], cores: int | None, lanes: int) 
             jo, ji = st.split(spatial[-1], factor=width)
             outer = [*spatial[:-1], jo]
             row = []
-            window = op.reduce_axis and math.prod(a.extent for a in op.reduce_axis) <= WINDOW_UNROLL_MAX
-            if window and len(spatial) > 1 and (cols := _column_tile(spatial[-2].extent)):
+            cols = _column_tile(spatial[-2].extent) if len(spatial) > 1 else None
+            if small_window(op.reduce_axis) and cols:
                 # 4 outputs of a pool's next axis inside its window, each its own accumulator (as the
                 # sketch's spatial_tile): 112 x 112 x 64 NHWC max pool 27.6 -> 23.0 us
                 row = list(st.split(spatial[-2], factor=cols))

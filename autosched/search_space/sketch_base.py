@@ -21,6 +21,12 @@ RFACTOR_LANES = (4, 8, 16, 32, 64)  # 64: four 16-lane accumulators hide the add
 WINDOW_UNROLL_MAX = 64  # reduction windows up to this many taps may be unrolled (8x8 pools)
 
 
+def small_window(reduce: Any) -> bool:
+    """Reduce axes few enough in taps to unroll (a pool's window): its outputs are vector bodies
+    around straight-line taps, and a few of them fit in registers side by side."""
+    return bool(reduce) and _prod([a.extent for a in reduce]) <= WINDOW_UNROLL_MAX
+
+
 def divisors(n: int) -> list[int]:
     small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))

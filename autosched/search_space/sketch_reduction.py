@@ -8,7 +8,7 @@ import numpy as np
 
 from ..te.expr import IterVar
 from ..te.tensor import ComputeOp, TensorRead, walk
-from .sketch_base import RFACTOR_LANES, WINDOW_UNROLL_MAX, BuilderBase, _prod, contiguous_reduction, divisors
+from .sketch_base import RFACTOR_LANES, BuilderBase, _prod, contiguous_reduction, divisors, small_window
 from .stage import Split, Stage
 
 ONE_PASS_BYTES = 512 * 1024  # well inside a core's L2 (1-2 MiB on the CPUs here)
@@ -90,7 +90,7 @@ class ReductionRules(BuilderBase):
     ) -> None:
         """Inner spatial loop vectorized (reductions moved outside it), outer loops parallel."""
         outer = spatial
-        window = bool(reduce) and _prod([a.extent for a in reduce]) <= WINDOW_UNROLL_MAX
+        window = small_window(reduce)
         if spatial:
             last = spatial[-1]
             options = [v for v in divisors(last.extent) if v <= 64]
