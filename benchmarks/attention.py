@@ -350,6 +350,17 @@ def main(argv: list[str] | None = None) -> int:
         print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
     print(f"vs X = X's time / autosched's (> 1: autosched is faster); {ns.threads} threads each, timed in "
           "turns in this process; GFLOP/s counts 4*BH*S*L*D, halved when causal")  # fmt: skip
+    from autosched.measure import blas
+
+    print(blas.describe())  # numpy's products run on its BLAS: say which kernel
+    torch = sys.modules.get("torch")
+    if torch is not None:  # SDPA's CPU kernel dispatches on this capability; its products go to torch's BLAS
+        blas_of_torch = "MKL" if torch.backends.mkl.is_available() else "its own BLAS"
+        print(f"torch {torch.__version__}: CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+              f"{blas_of_torch}, {torch.get_num_threads()} threads")  # fmt: skip
+    warning = blas.forced_warning()
+    if warning:
+        print(f"warning: {warning}")
     return 0
 
 
