@@ -3,9 +3,9 @@
 For the four workloads of search_efficiency.py plus a depthwise conv, a max pool and a layer norm:
 
 1. Rank correlation (Spearman) between modeled and measured times over ``--candidates`` distinct
-   schedules sampled from the sketch rules, on this machine (``llvm-cpu`` modeled from
-   ``--chip``, default the shipped ``rocketlake``) and for ``llvm-cpu -mcpu=haswell`` modeled from the
-   AVX2 chip file (``avx2-desktop``; another chip, its code measured here). Goal: >= 0.8.
+   schedules sampled from the sketch rules, on this machine (``llvm-cpu`` modeled from ``--chip``,
+   default the shipped file of this CPU, else ``rocketlake``) and for ``llvm-cpu -mcpu=haswell``
+   modeled from the AVX2 chip file (``avx2-desktop``; another chip, its code measured here). Goal: >= 0.8.
 2. Tuning on the simulator: the best schedule found by ``--trials`` trials on ``sim -chip=...``, timed
    for real, relative to the best found by the same trials on the real target (``real best time / time
    of the simulator's pick``). Goal: >= 0.8.
@@ -59,7 +59,7 @@ from autosched.records.log import trace_key
 from autosched.search_space.schedule import replay
 from autosched.search_space.sketch import SketchPolicy
 from autosched.search_space.trace import trace_to_json
-from autosched.sim.chip import load_chip, write_chip
+from autosched.sim.chip import load_chip, shipped_chips, write_chip
 from autosched.sim.model import SIM_MODEL_VERSION, predict
 from autosched.te.workload import WorkloadInstance
 from autosched.topi.workloads import (
@@ -119,9 +119,17 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+def native_chip() -> str:
+    """The shipped chip file of this host's CPU (by its LLVM name, ``znver5``), else ``rocketlake``."""
+    from llvmlite import binding
+
+    host = binding.get_host_cpu_name()
+    return next((n for n in shipped_chips() if load_chip(n).llvm_cpu == host), CHIPS["llvm-cpu"])
+
+
 def _chip_for(args: argparse.Namespace, target: str, tmp: Path) -> str:
     """The chip file for ``target``; with --threads, a copy with that many cores (as the runner runs)."""
-    name = args.chip if target == "llvm-cpu" and args.chip else CHIPS[target]
+    name = (args.chip or native_chip()) if target == "llvm-cpu" else CHIPS[target]
     if not args.threads:
         return name
     chip = dataclasses.replace(load_chip(name), cores=args.threads)
@@ -298,7 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny sizes, 24 candidates, 16 trials: a smoke test")
     p.add_argument("--workloads", default=",".join(FULL), help=f"comma-separated, from {', '.join(FULL)}")
     p.add_argument("--targets", default=",".join(CHIPS), help="real targets, from: " + "; ".join(CHIPS))
-    p.add_argument("--chip", help="chip file for the native llvm-cpu (default: the shipped rocketlake)")
+    p.add_argument(
+        "--chip",
+        help="chip file for the native llvm-cpu (default: the shipped file of this CPU, else rocketlake)",
+    )
     p.add_argument("--candidates", type=int, help="sampled schedules per workload and target (200)")
     p.add_argument("--trials", type=int, help="tuning trials on the simulator and on the real target (200)")
     p.add_argument("--sections", default="correlation,tuning", help="correlation, tuning or both")
