@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import random
 import shlex
 import statistics
@@ -127,9 +128,19 @@ def native_chip() -> str:
     return next((n for n in shipped_chips() if load_chip(n).llvm_cpu == host), CHIPS["llvm-cpu"])
 
 
+def default_store(quick: bool) -> Path:
+    """The store of this host in the repository, by LLVM CPU name and core count (the measurements are
+    keyed by target string only, so two machines must not share a file): later sessions on the same kind
+    of machine add to it, and ``--report`` prints its figures anywhere."""
+    from llvmlite import binding
+
+    name = f"simulator_{binding.get_host_cpu_name()}_{os.cpu_count()}c{'_quick' if quick else ''}.jsonl"
+    return Path(__file__).resolve().parent / "stores" / name
+
+
 def _chip_for(args: argparse.Namespace, target: str, tmp: Path) -> str:
     """The chip file for ``target``; with --threads, a copy with that many cores (as the runner runs)."""
-    name = (args.chip or native_chip()) if target == "llvm-cpu" else CHIPS[target]
+    name = (args.chip or native_chip()) if target == "llvm-cpu" else (args.avx2_chip or CHIPS[target])
     if not args.threads:
         return name
     chip = dataclasses.replace(load_chip(name), cores=args.threads)
@@ -307,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", default=",".join(FULL), help=f"comma-separated, from {', '.join(FULL)}")
     p.add_argument("--targets", default=",".join(CHIPS), help="real targets, from: " + "; ".join(CHIPS))
     p.add_argument(
+        "--avx2-chip",
+        help="chip file for llvm-cpu -mcpu=haswell (default: the shipped avx2-desktop; `autosched devices "
+        "--chip-file F --target 'llvm-cpu -mcpu=haswell'` writes this machine's AVX2 facts)",
+    )
+    p.add_argument(
         "--chip",
         help="chip file for the native llvm-cpu (default: the shipped file of this CPU, else rocketlake)",
     )
@@ -320,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="also write the raw results (every time pair) to this file")
     p.add_argument("--store", help="measured candidates and finished tuning pieces, reused by reruns "
-                   "(default ~/.cache/autosched/simulator_bench[_quick].jsonl)")  # fmt: skip
+                   "(default benchmarks/stores/simulator_CPU_Nc[_quick].jsonl, this host's)")  # fmt: skip
     p.add_argument(
         "--again", action="store_true", help="measure stored candidates again (each keeps its least)"
     )
@@ -337,8 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [w for w in names if w not in sizes] + [t for t in targets if t not in CHIPS]
     if bad:
         p.error(f"unknown workload(s) or target(s): {', '.join(bad)}")
-    cache = Path.home() / ".cache" / "autosched"
-    store = Store(Path(args.store or cache / f"simulator_bench{'_quick' if args.quick else ''}.jsonl"))
+    store = Store(Path(args.store or default_store(args.quick)))
     tmp = Path(tempfile.mkdtemp(prefix="autosched_sim_bench_"))
     sections = {s.strip() for s in args.sections.split(",")}
     chips = {t: _chip_for(args, t, tmp) for t in targets}
