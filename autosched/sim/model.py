@@ -3,9 +3,10 @@
 Per store (one statement and the loops around it) it bounds the time by each resource:
 
 - ``compute``: instructions against the ports that run them (FMA units, load and store ports, issue
-  width). The vector loop is the one codegen emits in vector types (``<N x float>``: arithmetic widened
-  to a power of two, loads and stores split; an odd-width accumulator held in registers across a loop
-  is scalarized), else the innermost real loop LLVM's own vectorizer would take; a lane-varying guard
+  width). The vector loop is the one codegen emits in vector types (``<N x float>``: a power of two is
+  legalized into registers, any longer extent is cut as codegen cuts it, into native registers and
+  a power-of-two tail, :func:`~autosched.codegen.llvm.vector_chunks`), else the innermost real loop
+  LLVM's own vectorizer would take; a lane-varying guard
   on a load, or an access the vector loop cannot load contiguously, costs lanes. Loops LLVM unrolls
   itself count as unrolled; loads are hoisted out of the innermost loops that do not move them (LICM),
   gathers while they fit; an accumulator the innermost real loop does not move stays in a register
@@ -28,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..codegen.llvm import vector_chunks
 from ..codegen.llvm_vector import affine_index, why_not_vectorizable
 from ..lower.ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from ..lower.stmt_visit import walk_stmts
@@ -39,7 +41,7 @@ from .traffic import cache_traffic
 
 # Bumped whenever a change to the model (or its calibration) changes modeled times: it is part of a
 # simulated chip's fingerprint, so a resumed log never mixes the times of two models.
-SIM_MODEL_VERSION = 6
+SIM_MODEL_VERSION = 7
 HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
 
 
@@ -57,7 +59,6 @@ class Calibration:
     unroll_threshold: float = 100.0  # instructions of a loop body LLVM still unrolls fully
     spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
     guarded_lane_divisor: int = 2  # LLVM's vectorizer on a guarded (masked) load: lanes / this
-    odd_vector_factor: float = 8.0  # odd-width accumulators held in registers
     set_conflicts: bool = True  # model power-of-two strides crowding a few cache sets
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
     alloc_us: float = 0.2  # one heap allocation and free
@@ -191,8 +192,11 @@ class _Model:
         if auto_vec:
             notes.append(f"loop {real[-1].var.name} left to LLVM's loop vectorizer")
         if vec is not None:
-            # arithmetic on <N x float> is widened to a power of two; its loads and stores are split
-            vlen, regs_per_group = vec.extent, math.ceil((1 << (vec.extent - 1).bit_length()) / lanes)
+            # codegen's pieces: a power of two whole (legalized into registers), a longer odd extent
+            # in native registers and a power-of-two tail (56 -> 16+16+16+8); loads and stores alike
+            pieces = vector_chunks(vec.extent, lanes)
+            vlen = vec.extent
+            regs_per_group = len(pieces) if len(pieces) > 1 else math.ceil(vec.extent / lanes)
             mem_pieces = vec.extent // lanes + bin(vec.extent % lanes).count("1")
             if vec.extent % lanes and vec.extent > lanes:
                 fill = vec.extent / (regs_per_group * lanes)
@@ -252,13 +256,6 @@ class _Model:
         if vec is None and not auto_vec:  # scalar code: every float op is one FMA-port slot
             fp_ops, fp_scalar = fp_ops + fp_scalar, 0.0
         fp = groups * (regs_per_group * fp_ops + fp_scalar)
-        # <28 x float> accumulators held in registers across a real loop (LLVM's loop-carried phis of an
-        # odd width) are scalarized lane by lane and spilled; loaded, computed and stored once per use,
-        # the same vectors are legalized piece by piece at about the cost of their pieces
-        if vlen > lanes and vlen & (vlen - 1) and is_acc and promoted > 1:
-            fp, n_loads, stores = (x * cal.odd_vector_factor for x in (fp, n_loads, stores))
-            shuffles *= cal.odd_vector_factor
-            notes.append(f"{vlen}-wide accumulators held across {real[-1].var.name}: scalarized, spilled")
         iters = 1.0  # iterations of the innermost real loop: its increment and branch
         if real:
             iters = n_exec / math.prod(lp.extent for lp in loops[loops.index(real[-1]) + 1 :])

@@ -1,6 +1,6 @@
 """Vectors held in registers: LICM keeps an accumulator across a loop only when that loop stores it once,
-an odd-width one held there (``<28 x float>`` loop-carried in registers) is scalarized and spilled, and a
-gathered operand is kept across the innermost loop only while the gathers fit in registers."""
+an odd-width one held there costs the pieces codegen cuts it into (28 lanes: 16 + 8 + 4), and a gathered
+operand is kept across the innermost loop only while the gathers fit in registers."""
 
 from __future__ import annotations
 
@@ -34,19 +34,21 @@ def _notes(func: PrimFunc) -> list[str]:
     return [n for st in predict(func, CHIP).stores for n in st.notes]
 
 
-def test_an_odd_width_accumulator_held_across_a_loop_is_scalarized():
+def test_an_odd_width_accumulator_held_across_a_loop_costs_its_codegen_pieces():
+    # codegen cuts 28 lanes into 16 + 8 + 4 (vector_chunks), so the held accumulator is three vectors,
+    # not lanes one by one: a little slower than 32 lanes (two), far from the 8x of scalarized code
+    # (measured on Zen 5: such 56-wide conv tiles were among the fastest candidates)
     odd, wide = _row_sums(28, "serial"), _row_sums(32, "serial")
-    assert any("scalarized" in n for n in _notes(odd))
-    assert not any("scalarized" in n for n in _notes(wide))
-    assert predict(odd, CHIP).seconds > 1.5 * predict(wide, CHIP).seconds  # fewer lanes, yet slower
+    assert not any("scalarized" in n for n in _notes(odd))
+    assert predict(wide, CHIP).seconds <= predict(odd, CHIP).seconds < 2 * predict(wide, CHIP).seconds
 
 
 def test_an_accumulator_re_initialised_in_a_loop_is_not_held_across_it():
     # the unrolled reduction leaves i the innermost real loop; acc does not move with i, but i's body
-    # also initialises and reads it back, so it is no loop-carried register there (no scalarization)
-    flat = _row_sums(28, "unrolled")
-    assert not any("scalarized" in n for n in _notes(flat))
-    assert predict(flat, CHIP).seconds < predict(_row_sums(28, "serial"), CHIP).seconds
+    # also initialises and reads it back, so it is no loop-carried register there: each update goes
+    # through memory (a store-to-load forward a step), slower than the register held across serial k
+    flat, held = _row_sums(32, "unrolled"), _row_sums(32, "serial")
+    assert predict(flat, CHIP).seconds > 1.3 * predict(held, CHIP).seconds
 
 
 def _strided_dense(lanes: int) -> PrimFunc:
