@@ -6,11 +6,11 @@ Per store (one statement and the loops around it) it bounds the time by each res
   width). The vector loop is the one codegen emits in vector types (``<N x float>``: a power of two is
   legalized into registers, any longer extent is cut as codegen cuts it, into native registers and
   a power-of-two tail, :func:`~autosched.codegen.llvm.vector_chunks`), else the innermost real loop
-  LLVM's own vectorizer would take; a lane-varying guard
-  on a load, or an access the vector loop cannot load contiguously, costs lanes. Loops LLVM unrolls
-  itself count as unrolled; loads are hoisted out of the innermost loops that do not move them (LICM),
-  gathers while they fit; an accumulator the innermost real loop does not move stays in a register
-  (if that loop stores it once) unless too many are in flight; guards tested there cost a branch.
+  LLVM's own vectorizer would take; a lane-varying guard on a load, or an access the vector loop cannot
+  load contiguously, costs lanes. Loops LLVM unrolls itself count as unrolled; loads are hoisted out
+  of the innermost loops that do not move them (LICM), gathers while they fit; an accumulator the
+  innermost real loop does not move stays in a register (if that loop stores it once) unless too many
+  are in flight; guards tested there cost a branch.
 - ``chain``: the accumulators' dependency chains: inside one iteration of the innermost real loop,
   the loops that move the store give independent chains, the others serial FMA-latency steps (plus a
   store-to-load forward when the accumulators live in memory); short runs overlap in the out-of-order
