@@ -101,3 +101,16 @@ def test_the_store_skips_lines_cut_short_or_of_another_version(tmp_path, bench):
     store.add_tuning("t", {"trials": 8, "seconds": 32.0, "ratio": 0.9})
     again = bench.Store(path)
     assert again.tuning("t")["ratio"] == 0.9 and again.seconds_per_trial("w", "x", "quick") is None
+
+
+def test_the_default_store_and_chip_are_this_hosts(bench, monkeypatch):
+    from llvmlite import binding
+
+    monkeypatch.setattr(binding, "get_host_cpu_name", lambda: "znver5")
+    monkeypatch.setattr(bench.os, "cpu_count", lambda: 2)
+    # kept in the repository per kind of machine: a later session on a Zen 5 with 2 cores adds to it
+    assert bench.default_store(False) == ROOT / "benchmarks" / "stores" / "simulator_znver5_2c.jsonl"
+    assert bench.default_store(True).name == "simulator_znver5_2c_quick.jsonl"
+    assert bench.native_chip() == "znver5"  # the shipped chip file of the host CPU
+    monkeypatch.setattr(binding, "get_host_cpu_name", lambda: "no-such-cpu")
+    assert bench.native_chip() == "rocketlake"
