@@ -70,7 +70,7 @@ def test_default_first_can_be_turned_off(tmp_path):
     assert m.batches and all(key not in b for b in m.batches)
 
 
-def test_the_wrapper_forwards_what_it_does_not_own_and_lets_transfer_probes_go_first():
+def test_the_wrapper_forwards_what_it_does_not_own_and_measures_the_default_before_transfer_probes():
     trace = default_schedule(make_matmul(8, 8, 8)[-1]).trace
 
     class Inner:
@@ -85,7 +85,8 @@ def test_the_wrapper_forwards_what_it_does_not_own_and_lets_transfer_probes_go_f
     wrapped = DefaultFirst(inner, trace, {"d": 1})
     wrapped.queue_alone = True  # transfer sets this on the strategy it is given: its probes, alone
     assert inner.queue_alone is True and "queue_alone" not in vars(wrapped)
-    assert wrapped.propose(2, set()) == [Candidate(trace, {"probe": True})] * 2
-    first = wrapped.propose(3, set())  # the default comes next, then the inner strategy's
-    assert first == [Candidate(trace, {"d": 1}), *[Candidate(trace, {"probe": False})] * 2]
-    assert wrapped.propose(1, set()) == [Candidate(trace, {"probe": False})]  # once only
+    first = wrapped.propose(3, set())  # the default, then the probes in the same batch
+    assert first == [Candidate(trace, {"d": 1}), *[Candidate(trace, {"probe": True})] * 2]
+    # the search's first batch, drawn in the same call as without probes (n - 1), comes next
+    assert wrapped.propose(3, set()) == [Candidate(trace, {"probe": False})] * 2
+    assert wrapped.propose(3, set()) == [Candidate(trace, {"probe": False})] * 3  # the default once only

@@ -97,12 +97,14 @@ def test_transfer_trains_on_foreign_records_and_measures_their_best_first(tmp_pa
     assert task.best_cost == float("inf")  # A's costs are never B's results
 
     assert not task.strategy._foreign_seeds  # held back until B's first results confirm A's ranking
+    default_key = trace_key(task.strategy.default)  # the schedule B runs untuned
     tuner.run()
     expected = [trace_key(r.trace) for r in best_foreign(records_a, 4)]
-    # issue 20: A's best two are measured first, on their own (probes); B's first batch judges them
-    # (here: among B's fastest, so trusted) and the rest of the best 4 lead the next batch
-    assert [trace_key(t) for t in fake.traces[:2]] == expected[:2]
-    assert not set(expected) & {trace_key(t) for t in fake.traces[2:10]}
+    # issue 20: B's default first, then A's best two (probes); B's first batch judges them (here:
+    # among B's fastest, so trusted) and the rest of the best 4 lead the next batch
+    assert trace_key(fake.traces[0]) == default_key
+    assert [trace_key(t) for t in fake.traces[1:3]] == expected[:2]
+    assert not set(expected) & {trace_key(t) for t in [fake.traces[0], *fake.traces[3:10]]}
     assert [trace_key(t) for t in fake.traces[10:12]] == expected[2:]
     assert guide.probe_trust is not None and guide.probe_trust >= 0.3
     out = read_log(log_b)[0]

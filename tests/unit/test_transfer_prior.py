@@ -79,18 +79,20 @@ def tune(path, target, cost_fn, trials, seed, **kw):
 
 @pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_adversarial_source_does_not_slow_b_down(tmp_path, seed):
-    """A source chip whose best schedules are B's worst: its two probes are all it costs. They rank
-    last in B's first batch, are never learnt, and the search runs exactly as from scratch after them."""
+    """A source chip whose best schedules are B's worst: its two probes are all it costs. They come
+    after B's default (B's first trial, as from scratch), rank last in B's first batch, are never
+    learnt, and the search runs exactly as from scratch after them."""
     log_a = tmp_path / "a.jsonl"
     tune(log_a, CHIP_A, cost_adversarial, 32, seed=0)
     scratch, _, _ = tune(tmp_path / f"s{seed}.jsonl", CHIP_B, cost_b, 48, seed)
     moved, task, notes = tune(tmp_path / f"t{seed}.jsonl", CHIP_B, cost_b, 48, seed,
                               transfer_from=(str(log_a),))  # fmt: skip
-    assert min(moved[:2]) > max(moved[2:10])  # A's best two, measured first: slower than all of B's batch
-    assert moved[2:] == scratch[:46]  # then B's search as from scratch, trial for trial
+    assert moved[0] == scratch[0]  # B's default first, with or without a log of A
+    assert min(moved[1:3]) > max(moved[3:10])  # A's best two next: slower than all of B's batch
+    assert moved[3:] == scratch[1:46]  # then B's search as from scratch, trial for trial
     goal = min(scratch) * 1.1
     n_scratch, n_moved = trials_to(scratch, goal), trials_to(moved, goal)
-    assert n_scratch is not None and n_moved == n_scratch + 2
+    assert n_scratch is not None and n_moved in (1, n_scratch + 2)
     assert n_moved <= 1.1 * n_scratch, (n_scratch, n_moved)
     guide = task.strategy.model
     assert guide.probe_trust is not None and guide.probe_trust < 0 and guide.weight() == 0
@@ -101,13 +103,14 @@ def test_adversarial_source_does_not_slow_b_down(tmp_path, seed):
 @pytest.mark.parametrize("seed", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_source_whose_best_are_bs_best_cuts_trials(tmp_path, seed):
     """A source chip that ranks as B does, whose best is at least what B finds on its own: B's first
-    trial is it, B reaches 90% of its from-scratch best in at least 3x fewer trials, and ends no worse."""
+    second trial is it (after B's own default), B reaches 90% of its from-scratch best in at least 3x
+    fewer trials, and ends no worse."""
     log_a = tmp_path / "a.jsonl"
     costs_a, _, _ = tune(log_a, "llvm-cpu -mcpu=skylake", cost_b, 96, seed=1)  # a search that finds 0.9 ms
     scratch, _, _ = tune(tmp_path / f"s{seed}.jsonl", CHIP_B, cost_b, 48, seed)
     moved, task, _ = tune(tmp_path / f"t{seed}.jsonl", CHIP_B, cost_b, 48, seed, transfer_from=(str(log_a),))
     assert min(costs_a) <= min(scratch)  # the premise: A's best schedules are B's best
-    assert moved[0] == min(costs_a)  # measured first, as a probe
+    assert moved[1] == min(costs_a)  # measured right after B's default, as a probe
     goal = min(scratch) / 0.9
     n_scratch, n_moved = trials_to(scratch, goal), trials_to(moved, goal)
     assert n_scratch is not None and n_moved is not None and 3 * n_moved <= n_scratch, (n_scratch, n_moved)
