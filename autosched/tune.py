@@ -284,8 +284,8 @@ class Tuner:
             guide, queued = attach_foreign(task.strategy, ts.foreign, self.chip, o.transfer_top)
             task.foreign = len(ts.foreign)
             notes.append(f"transfer: {guide.describe()}; up to {o.transfer_top} foreign best schedule(s) "
-                         f"measured: the best {queued} first, to judge the source by how they rank here, "
-                         "then a few a batch while they rank well")  # fmt: skip
+                         f"measured: the best {queued} after this chip's default, to judge the source by "
+                         "how they rank here, then a few a batch while they rank well")  # fmt: skip
         return [ts.describe(task.inst.name, self.fingerprint, queued), *notes]
 
     # --- a pretrained cost model (issue 20): --cost-model ---------------------------------------------

@@ -62,7 +62,7 @@ class TransferSet:
             f"chip(s) train the cost model: {chips}; results are measured anew on {fingerprint}"
         )
         if reseeded:
-            line += f", the best {reseeded} foreign schedule(s) first"
+            line += f", the best {reseeded} foreign schedule(s) right after its own default"
         return line
 
 
@@ -323,12 +323,13 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
     """Guide ``strategy`` (an EvolutionarySearch) by other chips' ``records``: they train a prior
     weighted by how alike their chips are to ``chip``, and the source is judged by its own best.
 
-    The best ``probes`` foreign schedules are measured first, on their own, whatever the prior says,
-    and held back from the search until this chip's first batch judges them (:func:`probe_score`,
-    the guide's ``probe_trust``). Ranked badly, they are never learnt: the search runs exactly as from
-    scratch, ``probes`` trials later. Ranked >= 0.3 (the source's best among this chip's fastest),
-    they are learnt, the foreign decisions join the starting populations, the prior has a say, and
-    ``chunk`` more are queued after each batch, up to ``top`` in all, until a chunk ranks badly.
+    The best ``probes`` foreign schedules are measured first (right after this chip's default, when
+    the strategy is wrapped in DefaultFirst), on their own, whatever the prior says, and held back
+    from the search until this chip's first batch judges them (:func:`probe_score`, the guide's
+    ``probe_trust``). Ranked badly, they are never learnt: the search runs exactly as from scratch,
+    ``probes`` trials later. Ranked >= 0.3 (the source's best among this chip's fastest), they are
+    learnt, the foreign decisions join the starting populations, the prior has a say, and ``chunk``
+    more are queued after each batch, up to ``top`` in all, until a chunk ranks badly.
     Returns the guide and how many schedules were queued before any result."""
     counts = Counter(r.fingerprint for r in records)
     facts = {r.fingerprint: chip_from_json(r.chip) for r in records}
