@@ -120,11 +120,16 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def native_chip() -> str:
-    """The shipped chip file of this host's CPU (by its LLVM name, ``znver5``), else ``rocketlake``."""
+def host_cpu() -> str:
+    """This host's CPU as LLVM names it (``znver5``)."""
     from llvmlite import binding
 
-    host = binding.get_host_cpu_name()
+    return str(binding.get_host_cpu_name())
+
+
+def native_chip() -> str:
+    """The shipped chip file of this host's CPU (by its LLVM name, ``znver5``), else ``rocketlake``."""
+    host = host_cpu()
     return next((n for n in shipped_chips() if load_chip(n).llvm_cpu == host), CHIPS["llvm-cpu"])
 
 
@@ -132,9 +137,7 @@ def default_store(quick: bool) -> Path:
     """The store of this host in the repository, by LLVM CPU name and core count (the measurements are
     keyed by target string only, so two machines must not share a file): later sessions on the same kind
     of machine add to it, and ``--report`` prints its figures anywhere."""
-    from llvmlite import binding
-
-    name = f"simulator_{binding.get_host_cpu_name()}_{os.cpu_count()}c{'_quick' if quick else ''}.jsonl"
+    name = f"simulator_{host_cpu()}_{os.cpu_count()}c{'_quick' if quick else ''}.jsonl"
     return Path(__file__).resolve().parent / "stores" / name
 
 

@@ -52,9 +52,9 @@ class DefaultFirst:
         if n < 2:
             return [first]
         seen = measured | {trace_key(first.trace)}
-        probes = getattr(self.inner, "queue_alone", False)
+        has_probes = getattr(self.inner, "queue_alone", False)
         rest = list(self.inner.propose(n - 1, seen))
-        if probes:  # the search's own first batch, drawn now as without probes, measured next
+        if has_probes:  # the search's own first batch, drawn now as without probes, measured next
             object.__setattr__(
                 self, "pending", list(self.inner.propose(n - 1, seen | {trace_key(c.trace) for c in rest}))
             )
