@@ -195,6 +195,7 @@ class GuidedModel:
         self._batches: list[tuple[int, int]] = []  # [start, end) of the rows of each searched batch
         self._foreign_groups: set[str] = set()
         self.prior_frozen = False  # foreign rows added after this are ignored
+        self.dismissed = False  # the source lost this chip's trust for good (attach_foreign)
 
     # the XGBModel interface the searches use ------------------------------------------------------
     @property
@@ -275,8 +276,9 @@ class GuidedModel:
         return self.trust if self.trust is not None else self.probe_trust
 
     def weight(self) -> float:
-        """The prior's share of the scores now: 0 without a prior or once it ranks this chip badly."""
-        if not self._prior_ready:
+        """The prior's share of the scores now: 0 without a prior, once it ranks this chip badly, or
+        once the source is dismissed."""
+        if not self._prior_ready or self.dismissed:
             return 0.0
         t = self.effective_trust
         if t is None:  # not judged yet: a pretrained model guides, foreign records wait for probes
@@ -298,6 +300,8 @@ class GuidedModel:
         trust = "not judged yet" if self.trust is None else f"rank correlation {self.trust:.2f} here"
         if self.probe_trust is not None:
             trust += f", source's best {self.probe_trust:+.2f}"
+        if self.dismissed:
+            trust += ", source dismissed: its best ranked badly here"
         return f"prior weight {self.weight():.2f} (similarity {self.similarity:.2f}, {trust})"
 
 
@@ -329,7 +333,11 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
     ``probe_trust``). Ranked badly, they are never learnt: the search runs exactly as from scratch,
     ``probes`` trials later. Ranked >= 0.3 (the source's best among this chip's fastest), they are
     learnt, the foreign decisions join the starting populations, the prior has a say, and ``chunk``
-    more are queued after each batch, up to ``top`` in all, until a chunk ranks badly.
+    more are queued after each batch, up to ``top`` in all. A verdict below 0.3, first or on a later
+    chunk, dismisses the source for good: nothing more is queued, its decisions leave the starting
+    populations and the prior loses its say, so the search goes on from this chip's own results (the
+    source's schedules measured here among them) and is not anchored to the source's family. (PoCL's
+    depthwise conv and softmax ran 2x slower after 64 trials with the anchor kept.)
     Returns the guide and how many schedules were queued before any result."""
     counts = Counter(r.fingerprint for r in records)
     facts = {r.fingerprint: chip_from_json(r.chip) for r in records}
@@ -358,6 +366,12 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
             held_seeds.extend(seeds)
             seeds.clear()
 
+    def dismiss() -> None:
+        state["stopped"] = guide.dismissed = True
+        if isinstance(seeds, list):
+            seeds.clear()
+        held_seeds.clear()
+
     def observe(cands: list[Any], costs: list[float]) -> tuple[list[Any], list[float]] | None:
         learn: list[tuple[Any, float]] = []
         for cand, cost in zip(cands, costs):
@@ -377,7 +391,7 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
                     held_seeds.clear()
             held.clear()  # ranked badly: never learnt, the search is as from scratch
         if score < 0.3 or not trusted():
-            state["stopped"] = True  # a chunk that ranks badly: the source's next best are no better
+            dismiss()  # a chunk that ranks badly: the source's next best are no better
         elif not state["stopped"] and state["queued"] < top:
             queue(chunk)
         return [c for c, _ in learn], [x for _, x in learn]

@@ -116,13 +116,15 @@ def test_source_whose_best_are_bs_best_cuts_trials(tmp_path, seed):
     assert n_scratch is not None and n_moved is not None and 3 * n_moved <= n_scratch, (n_scratch, n_moved)
     assert min(moved) <= min(scratch)
     guide = task.strategy.model
-    assert guide.probe_trust is not None and guide.probe_trust >= 0.3 and task.strategy._foreign_seeds
+    assert guide.probe_trust is not None and guide.probe_trust >= 0.3  # trusted at first
+    assert guide.dismissed != bool(task.strategy._foreign_seeds)  # seeds until a chunk ranks badly
 
 
 def test_probes_first_then_chunks_while_they_rank_well(tmp_path):
     """attach_foreign: A's best two are queued to be measured alone and held back until B's first batch
     judges them; trusted, they are learnt, A's decisions start populations and 4 more are queued after
-    each batch until a chunk ranks badly. Distrusted, they are dropped and nothing more is queued."""
+    each batch until a chunk ranks badly, which dismisses the source (no seeds, no prior). Distrusted,
+    they are dropped and nothing more is queued."""
     from types import SimpleNamespace
 
     from autosched.records.log import load_records
@@ -163,8 +165,12 @@ def test_probes_first_then_chunks_while_they_rank_well(tmp_path):
     assert st._foreign_seeds and st.calls[2] == keys[2:6]
     observe(cands(best[2:6]) + others[:4], [1e-3] + [4e-3] * 7)  # the chunk's best is B's best: more
     assert st.calls[3] == keys[6:10]
+    assert st._foreign_seeds and not guide.dismissed
     observe(cands(best[6:10]) + others[:4], [9e-3] * 4 + [4e-3] * 4)  # this chunk ranks badly: no more
-    assert len(st.calls) == 4 and guide.probe_trust >= 0.3  # the first verdict stands for the prior
+    assert len(st.calls) == 4 and guide.dismissed  # the source is dismissed for good:
+    assert not st._foreign_seeds and guide.weight() == 0  # no anchor in the populations, no say
+    observe(others[:4], [1e-3] * 4)
+    assert len(st.calls) == 4 and guide.weight() == 0 and "dismissed" in guide.describe()
 
     st = Strategy()
     guide, _ = attach_foreign(st, records, chip, top=10)
