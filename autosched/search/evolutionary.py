@@ -16,7 +16,9 @@ best cost by ``min_improvement``.
 
 :meth:`EvolutionarySearch.seed_foreign` takes records of other chips (``--transfer-from``): they
 train the model with their own chip facts, their best traces are proposed first (re-measured here),
-and their decisions, where recorded, join the starting populations.
+and their decisions, where recorded, join the starting populations. Measured here, they are not
+counted in the family race (:mod:`.families`): another chip's picked best would set the bar for this
+search's own samples (on PoCL, a CPU schedule family's picks put the GPU-style families out of the race).
 
 Example::
 
@@ -121,6 +123,7 @@ class EvolutionarySearch:
         self._carry: list[_Individual] = []
         # --- logs across chips (issue 6): see seed_foreign ---
         self._queue: list[Candidate] = []  # foreign schedules to measure before anything else
+        self._foreign_keys: set[str] = set()  # their trace keys: no samples of this search's families
         self._foreign_seeds: list[Decisions] = []  # their decisions, for starting populations
         # called with each measured batch before the model learns it; one may return the batch to learn
         # instead (issue 20: transfer holds its probe schedules back until they are judged)
@@ -263,7 +266,9 @@ class EvolutionarySearch:
                 continue
             rows.append(feats)
             ys.append(cost)
-            if cand.decisions:
+            if cand.decisions and key not in self._foreign_keys:
+                # another chip's picked best are no sample of their family here: counted, they would
+                # set the bar that this search's own samples of other families are judged by
                 self._families.add(family_of(cand.decisions), cost)
             if cost < FAILED_COST and cand.decisions:
                 self._measured.append((cost, key, dict(cand.decisions)))
@@ -323,6 +328,7 @@ class EvolutionarySearch:
             self.model.fit()
         best = best_foreign(records, top)
         self._queue.extend(Candidate(r.trace, dict(r.decisions or {})) for r in best)
+        self._foreign_keys.update(trace_key(r.trace) for r in best)
         self._foreign_seeds.extend(dict(r.decisions) for r in best if r.decisions)
         return len(best)
 

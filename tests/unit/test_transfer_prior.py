@@ -117,6 +117,13 @@ def test_source_whose_best_are_bs_best_cuts_trials(tmp_path, seed):
     assert min(moved) <= min(scratch)
     guide = task.strategy.model
     assert guide.probe_trust is not None and guide.probe_trust >= 0.3  # trusted at first
+    st = task.strategy  # the family race's samples are B's own: A's picks measured here are not
+    from autosched.records.log import load_records
+
+    keys = [trace_key(r.trace) for r in load_records(tmp_path / f"t{seed}.jsonl").records]
+    foreign = sum(k in st._foreign_keys for k in keys)  # (a pick B's search had measured already
+    counted = sum(len(c) for c in st._families.costs.values())  # counts as B's own: no more)
+    assert foreign >= 2 and len(keys) - foreign <= counted <= len(keys) - 2
     assert guide.dismissed != bool(task.strategy._foreign_seeds)  # seeds until a chunk ranks badly
 
 
