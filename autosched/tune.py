@@ -278,14 +278,15 @@ class Tuner:
                          f"{len(ts.foreign)} record(s) not used")  # fmt: skip
         elif ts.foreign and callable(seed_foreign):
             # issue 20: a prior weighted by chip similarity, overridden by this chip's results; a few
-            # foreign best schedules first, more only while they rank well here
+            # foreign best schedules first, more only while they rank well here (then dismissed)
             from .search.transfer import attach_foreign
 
             guide, queued = attach_foreign(task.strategy, ts.foreign, self.chip, o.transfer_top)
             task.foreign = len(ts.foreign)
             notes.append(f"transfer: {guide.describe()}; up to {o.transfer_top} foreign best schedule(s) "
                          f"measured: the best {queued} after this chip's default, to judge the source by "
-                         "how they rank here, then a few a batch while they rank well")  # fmt: skip
+                         "how they rank here, then a few a batch while they rank well; a batch that "
+                         "ranks badly dismisses the source")  # fmt: skip
         return [ts.describe(task.inst.name, self.fingerprint, queued), *notes]
 
     # --- a pretrained cost model (issue 20): --cost-model ---------------------------------------------
