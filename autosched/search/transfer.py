@@ -336,8 +336,9 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
     more are queued after each batch, up to ``top`` in all. A verdict below 0.3, first or on a later
     chunk, dismisses the source for good: nothing more is queued, its decisions leave the starting
     populations and the prior loses its say, so the search goes on from this chip's own results (the
-    source's schedules measured here among them) and is not anchored to the source's family. (PoCL's
-    depthwise conv and softmax ran 2x slower after 64 trials with the anchor kept.)
+    source's schedules measured here among them) and is not anchored to the source's family. (With
+    the anchor kept, PoCL's depthwise conv and softmax ended 64 trials up to 2x slower than from
+    scratch; dismissal alone did not close that gap, see EvolutionarySearch's family race.)
     Returns the guide and how many schedules were queued before any result."""
     counts = Counter(r.fingerprint for r in records)
     facts = {r.fingerprint: chip_from_json(r.chip) for r in records}
