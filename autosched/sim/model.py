@@ -41,7 +41,7 @@ from .traffic import cache_traffic
 
 # Bumped whenever a change to the model (or its calibration) changes modeled times: it is part of a
 # simulated chip's fingerprint, so a resumed log never mixes the times of two models.
-SIM_MODEL_VERSION = 8
+SIM_MODEL_VERSION = 9
 HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
 
 

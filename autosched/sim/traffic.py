@@ -60,8 +60,10 @@ def cache_traffic(
         traffic = sum(ls[k_in] * line * (2 if a.write else 1) for ls, a in zip(lines, acc_list))
         traffic *= n_exec / iters[k_in]
         last = c == len(caches) - 1
-        if kc == len(loops) and total_bytes <= cap:
-            traffic = 0.0  # timed warm: the whole program stays in this level from the last run
+        if kc == len(loops) and total_bytes <= cache.size_bytes * fill:
+            # timed warm: the whole program stays in this level from the last run. A shared level
+            # holds it whole for all cores (not a core's share: that is for tiles competing in it)
+            traffic = 0.0
         served_by = "DRAM" if last else f"L{caches[c + 1].level}"
         if kc < len(loops) and traffic > 0:
             reloads[served_by] = loops[len(loops) - k_in].var.name

@@ -66,6 +66,26 @@ def test_less_bandwidth_makes_a_streaming_kernel_slower():
     assert predict(func, slow).seconds > 2 * predict(func, CHIP).seconds
 
 
+def _with_l3(chip: ChipSpec, size_bytes: int) -> ChipSpec:
+    caches = tuple(dataclasses.replace(c, size_bytes=size_bytes) if c.shared else c for c in chip.caches)
+    return dataclasses.replace(chip, caches=caches)
+
+
+def test_a_program_that_fits_the_shared_cache_whole_moves_nothing_from_memory_when_warm():
+    """Kernels are timed warm: a softmax's 24 MiB (input, exp intermediate, output), its rows split over
+    both cores, stay in a shared 40 MiB L3 between runs, though each core's share of it (20 MiB) is
+    smaller; 24 MiB cannot hold them."""
+    ts = make_softmax((2048, 1024))
+    s = create_schedule(ts[-1])
+    for name in ("softmax_maxelem", "softmax_exp", "softmax_expsum", "softmax_norm"):
+        s[name].parallel(s[name].op.axis[0])
+    func = lower(s, ts, "k")
+    fits = predict(func, _with_l3(CHIP, 40 << 20))
+    assert CHIP.cores == 2 and all(st.bounds.get("DRAM", 0.0) == 0.0 for st in fits.stores)
+    spills = predict(func, _with_l3(CHIP, 24 << 20))
+    assert any(st.bounds.get("DRAM", 0.0) > 0 for st in spills.stores)
+
+
 def _matmul_tile(ti: int, tj: int, n: int = 256):
     """C[i, j] += A[i, k] * B[k, j] with an unrolled ti x vectorized tj register tile under k."""
     A, B, C = make_matmul(n, n, n)
