@@ -344,7 +344,7 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
     facts = {r.fingerprint: chip_from_json(r.chip) for r in records}
     sim = sum(n * chip_similarity(facts[fp], chip) for fp, n in counts.items()) / max(1, sum(counts.values()))
     guide = GuidedModel(strategy.model, similarity=sim)
-    state = {"queued": 0, "stopped": False}
+    state = {"queued": 0}
     probe_keys: set[str] = set()
     own_costs: list[float] = []  # this chip's results of its own search
     unjudged: list[float] = []  # probe results not yet judged against them
@@ -368,7 +368,7 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
             seeds.clear()
 
     def dismiss() -> None:
-        state["stopped"] = guide.dismissed = True
+        guide.dismissed = True
         if isinstance(seeds, list):
             seeds.clear()
         held_seeds.clear()
@@ -393,7 +393,7 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
             held.clear()  # ranked badly: never learnt, the search is as from scratch
         if score < 0.3 or not trusted():
             dismiss()  # a chunk that ranks badly: the source's next best are no better
-        elif not state["stopped"] and state["queued"] < top:
+        elif not guide.dismissed and state["queued"] < top:
             queue(chunk)
         return [c for c, _ in learn], [x for _, x in learn]
 
