@@ -67,6 +67,7 @@ def tune_options(ns: argparse.Namespace) -> Any:
         num_threads=ns.threads, timeout_s=ns.timeout, early_stopping=ns.early_stop,
         transfer_from=tuple(ns.transfer_from or ()), transfer_top=ns.transfer_top,  # issue 6
         cost_model=getattr(ns, "cost_model", None),  # issue 20
+        finalists=getattr(ns, "finalists", 4),  # issue 17
         flush_cache=ns.op_file.endswith(".onnx") if ns.flush_cache is None else ns.flush_cache,
     )  # fmt: skip
 
@@ -205,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a model from `autosched model train` to guide workloads with no log on this chip; "
                         "auto: the shipped pretrained model; none (default): start cold")  # fmt: skip
     # --- end logs across chips ---
+    t.add_argument("--finalists", type=int, default=4, metavar="K",
+                   help="at the end, time each workload's K best schedules again in turns over fresh "
+                        "processes and pick by those times (default 4; 0: the search's best)")  # fmt: skip
     # --- measurement farms (issue 15): farm_cli.py ---
     t.add_argument("--cluster", metavar="tcp://HOST:8786 | local:N",
                    help="measure on a Dask farm (a scheduler's address, or N local worker processes); "

@@ -86,6 +86,9 @@ class TuneProgress:
         if event == "reference":  # a large workload's reference takes seconds: say why nothing moves
             self.note(f"{name}: computing the reference...")
             return
+        if event == "finalists" and task.finalists is not None:  # issue 17: what re-timing the best did
+            self.note(task.finalists.describe(name))
+            return
         key = id(task)
         if event == "start":
             self.ids[key] = self.progress.add_task(
@@ -267,6 +270,9 @@ class ModelProgress:
         where = f"{mt.tuner.target}: " if mt is not None and len(self.mts) > 1 else ""
         if event == "reference":
             self.note(f"{where}{task.inst.name}: computing the reference...")
+            return
+        if event == "finalists" and task.finalists is not None and task.finalists.changed:
+            self.note(where + task.finalists.describe(task.inst.name))  # a new best: say so
             return
         if event != "batch" or mt is None or id(mt) not in self._bars:
             return

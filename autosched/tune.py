@@ -11,7 +11,7 @@ import os
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,9 @@ from .hai.registry import get_adapter
 from .hai.timing import TimingPolicy, time_calls
 from .measure.result import FAILED_COST, MeasureResult
 from .measure.task import MeasureTask
-from .records.log import append_records, ensure_appendable, load_records, trace_key
+from .records.log import append_records, ensure_appendable, load_records, standing, trace_key
 from .records.record import TuningRecord, fingerprint_of, make_record
+from .search.finalists import Entry, Outcome, Standings
 from .search.strategy import Candidate, SearchStrategy
 from .search_space.sketch import SketchPolicy
 from .target import Target, parse_target
@@ -52,6 +53,8 @@ class TaskState:
     history: list[float] = field(default_factory=list)  # best cost after each trial of this run
     rounds: list[float] = field(default_factory=list)  # best cost after each batch (the round scheduler's)
     foreign: int = 0  # records of other chips learnt from (--transfer-from), never counted as results
+    standings: Standings = field(default_factory=Standings)  # every distinct schedule, for the finalists
+    finalists: Outcome | None = None  # the finalists round at the end of this run, if one was held
 
     @property
     def best_gflops(self) -> float:
@@ -81,11 +84,15 @@ class TuneOptions:
     transfer_top: int = 16  # the best foreign schedules, re-measured on this target first
     # --- a pretrained cost model (issue 20): a path, "auto" (the shipped one), or None ---
     cost_model: str | None = None  # guides a workload that has no record on this chip yet
+    # --- the finalists round (issue 17): the best few timed again over fresh processes; 0: none ---
+    finalists: int = 4
 
     def __post_init__(self) -> None:
         """Refuse values that would make a run do nothing or loop forever, naming the CLI option."""
-        lowest = {"--trials": 1, "--batch-size": 1, "repeat": 1, "--threads": 1, "--transfer-top": 0}
-        values = (self.trials, self.batch_size, self.repeat, self.num_threads, self.transfer_top)
+        lowest = {"--trials": 1, "--batch-size": 1, "repeat": 1, "--threads": 1, "--transfer-top": 0,
+                  "--finalists": 0}  # fmt: skip
+        values = (self.trials, self.batch_size, self.repeat, self.num_threads, self.transfer_top,
+                  self.finalists)  # fmt: skip
         for (option, low), value in zip(lowest.items(), values):
             if value is None and option == "--threads":
                 continue  # all cores
@@ -232,12 +239,12 @@ class Tuner:
         traces, costs = [], []
         for rec in res.records:
             task.measured.add(trace_key(rec.trace))
-            cost = rec.mean_cost if rec.ok else FAILED_COST
-            traces.append(rec.trace)
-            costs.append(cost)
-            if rec.ok and rec.mean_cost < task.best_cost:
-                task.best_cost, task.best_trace, task.best_timing = rec.mean_cost, rec.trace, rec.timing
-        task.previous = len(res.records)
+            self._note(task, rec)
+            if rec.retimed is None:  # the search learns from search timings only
+                traces.append(rec.trace)
+                costs.append(rec.mean_cost if rec.ok else FAILED_COST)
+        self._take_best(task)
+        task.previous = len(task.measured)  # schedules, not records: a finalists round's are no trials
         task.strategy.seed(traces, costs)
         notes = [str(p) for p in res.problems]
         transfer_paths = {Path(p).resolve() for p in self.options.transfer_from}
@@ -260,14 +267,14 @@ class Tuner:
                            workload=task.inst)  # fmt: skip
         notes = [str(p) for p in ts.problems]
         traces, costs = [], []
-        for rec in ts.same_chip:
+        for rec in standing(ts.same_chip):
             if trace_key(rec.trace) in task.measured:
                 continue  # already read from the log
             task.measured.add(trace_key(rec.trace))
+            self._note(task, rec)
             traces.append(rec.trace)
             costs.append(rec.mean_cost if rec.ok else FAILED_COST)
-            if rec.ok and rec.mean_cost < task.best_cost:
-                task.best_cost, task.best_trace, task.best_timing = rec.mean_cost, rec.trace, rec.timing
+        self._take_best(task)
         task.previous += len(traces)
         if traces:
             task.strategy.seed(traces, costs)
@@ -330,6 +337,7 @@ class Tuner:
         self._begin(task)
         while task.trials < task.budget and self._step(task, task.budget - task.trials):
             pass
+        self._finalists(task)
         self.reporter("done", task)
 
     def _begin(self, task: TaskState) -> None:
@@ -400,6 +408,7 @@ class Tuner:
                     done[i] = True
                 left -= task.trials - before
             for task in self.tasks:
+                self._finalists(task)
                 self.reporter("done", task)
         finally:
             if self._own_measurer:
@@ -424,7 +433,65 @@ class Tuner:
                 cost = FAILED_COST
                 task.errors[res.error] += 1
             costs.append(cost)
+            task.standings.note(cand.trace, cost, cand.decisions, res.timing)
             task.trials += 1
             task.history.append(task.best_cost)
         append_records(self.log_path, records)  # one flush per batch: a kill loses at most this batch
         task.strategy.update(candidates, costs)
+
+    @staticmethod
+    def _note(task: TaskState, rec: TuningRecord) -> None:
+        """A record read from a log (or a same-chip transfer log), for the finalists' standings."""
+        cost = rec.mean_cost if rec.ok else FAILED_COST
+        if rec.retimed is None:
+            task.standings.note(rec.trace, cost, rec.decisions, rec.timing)
+        else:
+            task.standings.note_retimed(rec.trace, cost, rec.decisions, rec.timing)
+
+    @staticmethod
+    def _take_best(task: TaskState) -> None:
+        """The best so far from the standings: a re-timed schedule if any, as ``build`` picks."""
+        best = task.standings.best()
+        if best is not None and (best.retimed is not None or best.cost < task.best_cost):
+            task.best_cost, task.best_trace, task.best_timing = best.cost, best.trace, best.timing
+
+    # --- the finalists round (issue 17): search/finalists.py, measure/retime.py -----------------------
+    def _finalists(self, task: TaskState) -> None:
+        """Time the task's ``options.finalists`` best schedules again in turns, over fresh processes,
+        log those times as ``retimed`` records, and take the best from them (:mod:`.search.finalists`)."""
+        from .measure.retime import FINALIST_ROUNDS, retime
+        from .search.finalists import run_finalists
+
+        def time_again(entries: list[Entry]) -> list[MeasureResult]:
+            again = retime(self.measurer, task.measure_task, [e.trace for e in entries], FINALIST_ROUNDS)
+            results = [_keep_misaligned(r, e.timing) for e, r in zip(entries, again, strict=True)]
+            mark = {"rounds": FINALIST_ROUNDS, "finalists": len(entries)}
+            append_records(self.log_path, [
+                make_record(task.inst, self.target, self.chip, e.trace, r.costs, r.error, r.error_msg,
+                            decisions=e.decisions, check=r.check, timing=r.timing, retimed=mark)
+                for e, r in zip(entries, results, strict=True)
+            ])  # fmt: skip
+            return results
+
+        if self.adapter.spec.simulated:
+            return  # a modeled time is the same every time: nothing to re-time
+        outcome = run_finalists(task.standings, self.options.finalists, time_again, fresh=task.trials > 0)
+        if outcome is None:
+            return
+        task.finalists = outcome
+        best = outcome.after
+        if best is None:
+            task.best_cost, task.best_trace, task.best_timing = float("inf"), None, None
+        else:
+            task.best_cost, task.best_trace, task.best_timing = best.cost, best.trace, best.timing
+        self.reporter("finalists", task)
+
+
+def _keep_misaligned(result: MeasureResult, earlier: dict[str, Any] | None) -> MeasureResult:
+    """A re-timing keeps the misaligned figure of the schedule's earlier timing when it took none (the
+    runner takes one for a new best only): the log and summary still say what misalignment costs."""
+    timing = result.timing
+    if not result.ok or timing is None or "misaligned" in timing or "misaligned" not in (earlier or {}):
+        return result
+    assert earlier is not None
+    return replace(result, timing={**timing, "misaligned": earlier["misaligned"]})

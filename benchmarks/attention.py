@@ -159,7 +159,7 @@ def native_lanes() -> int:
 
 def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, str, str]:
     """The best trace, what it is ("64 trials"), and how the candidates' outputs were checked."""
-    from autosched.records.log import load_records
+    from autosched.records.log import load_records, standing
     from autosched.search_space.default import default_schedule
     from autosched.tune import TuneOptions, Tuner
 
@@ -171,7 +171,7 @@ def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, 
         )
     log = work / f"attention_{abs(hash(inst.key)) % 10**8}.jsonl"
     Tuner([inst], "llvm-cpu", log, TuneOptions(trials=trials, num_threads=threads)).run()
-    ok = [r for r in load_records(log, workload_key=inst.key).records if r.ok]
+    ok = [r for r in standing(load_records(log, workload_key=inst.key).records) if r.ok]
     if not ok:
         default = default_schedule(inst.tensors[-1:], cores=threads, lanes=native_lanes()).trace
         return default, "default schedule (no trial ran)", "-"

@@ -38,7 +38,7 @@ from autosched.build import build
 from autosched.hai.registry import get_adapter
 from autosched.measure import blas
 from autosched.measure.compare import interleaved_medians
-from autosched.records.log import load_records
+from autosched.records.log import load_records, standing, trace_key
 from autosched.records.record import fingerprint_of
 from autosched.search_space.schedule import replay
 from autosched.target import parse_target
@@ -86,14 +86,16 @@ def torch_fn(name: str, threads: int) -> tuple[Callable[..., Any], Callable[...,
 
 
 def best_trace(logs: list[Path], inst: WorkloadInstance, fingerprint: str) -> tuple[Any, int] | None:
-    """The fastest trace for ``inst`` on this chip in any of ``logs``, and how many trials they hold."""
-    records = [
+    """The fastest trace for ``inst`` on this chip in any of ``logs`` (a schedule of a finalists round by
+    its re-timing), and how many distinct schedules they hold."""
+    records = standing(
         r
         for log in logs
         for r in load_records(log, target_fingerprint=fingerprint, workload_key=inst.key).records
-    ]
+    )
     ok = [r for r in records if r.ok]
-    return (min(ok, key=lambda r: r.mean_cost).trace, len(records)) if ok else None
+    trials = len({trace_key(r.trace) for r in records})
+    return (min(ok, key=lambda r: r.mean_cost).trace, trials) if ok else None
 
 
 def time_contenders(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .builder import LocalBuilder
-from .result import MeasureResult
+from .result import BuildResult, MeasureResult
 from .runner import LocalRunner
 from .task import MeasureTask
 
@@ -26,10 +26,15 @@ def measure_batch(
     """
     built = builder.build(task, traces)
     results = runner.run(task, built)
-    for b in built:  # the runner has loaded (or given up on) each library; its file is no longer needed
+    _remove_built(built)
+    return results
+
+
+def _remove_built(built: Sequence[BuildResult]) -> None:
+    """The runner has loaded (or given up on) each library; its file is no longer needed."""
+    for b in built:
         if b.path is not None:
             shutil.rmtree(Path(b.path).parent, ignore_errors=True)
-    return results
 
 
 class LocalMeasurer:
@@ -47,6 +52,21 @@ class LocalMeasurer:
 
     def measure(self, task: MeasureTask, traces: Sequence[Any]) -> list[MeasureResult]:
         return measure_batch(task, traces, self.builder, self.runner)
+
+    def retime_rounds(
+        self, task: MeasureTask, traces: Sequence[Any], rounds: int
+    ) -> list[list[MeasureResult]]:
+        """The traces built once, then run ``rounds`` times, each time in a fresh runner process (new
+        buffers, another placement in memory); one list of results per round (:mod:`.retime`)."""
+        built = self.builder.build(task, traces)
+        try:
+            out = []
+            for _ in range(rounds):
+                self.runner.close()  # the next run starts a fresh worker holding fresh buffers
+                out.append(self.runner.run(task, built))
+            return out
+        finally:
+            _remove_built(built)
 
     def close(self) -> None:
         self.builder.close()

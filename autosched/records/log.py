@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import AutoschedError
 from ..search_space.trace import trace_key as trace_key  # defined next to traces; named here too
@@ -26,6 +26,9 @@ from .validate import validate_record
 
 if TYPE_CHECKING:
     from ..te.workload import WorkloadInstance
+
+
+_R = TypeVar("_R")
 
 
 class LogError(AutoschedError):
@@ -233,6 +236,30 @@ def _misfit(rec: TuningRecord, inst: WorkloadInstance, verdicts: dict[str, str |
     return verdicts[k]
 
 
+def standing(records: Iterable[_R], key: Callable[[_R], TuningRecord] | None = None) -> list[_R]:
+    """The records that stand for their traces, in order: a trace timed again in a finalists round
+    (``rec.retimed``) is represented by its last such record alone, its search timing and earlier
+    re-timings dropped; other records all stand. The best-pickers then rank re-timed records before
+    all others (:func:`pick_key`). ``key`` gets the record out of an item (a log line, say)."""
+    items = list(records)
+    get: Callable[[Any], TuningRecord] = key if key is not None else (lambda r: r)
+    keys = [_trace_id(get(x)) if get(x).retimed is not None else None for x in items]
+    last = {k: i for i, k in enumerate(keys) if k is not None}
+    if not last:
+        return items
+    return [x for i, x in enumerate(items) if last.get(keys[i] or _trace_id(get(x)), i) == i]
+
+
+def pick_key(rec: TuningRecord) -> tuple[bool, float]:
+    """How the best-pickers rank standing records: re-timed ones first (a finalists round's times are
+    not the best of many draws, so a search timing is no match for them), each group by median cost."""
+    return rec.retimed is None, rec.mean_cost
+
+
+def _trace_id(rec: TuningRecord) -> tuple[str, str, str]:
+    return rec.workload_key, rec.fingerprint, trace_key(rec.trace)
+
+
 def best_valid_record(
     paths: Sequence[str | Path],
     inst: WorkloadInstance,
@@ -243,11 +270,13 @@ def best_valid_record(
     """The fastest ok record of ``inst`` on ``fingerprint`` in ``paths`` that passes validation, and the
     problems met: unreadable lines, and the records rejected on the way (each one faster than the record
     returned; records are validated fastest first, until one fits). Ties: the first, in the order of
-    ``paths`` and lines. ``scanned`` holds logs the caller has read already, ``{str(path): scan_log(path)}``;
-    those are not read again. What ``build``, ``compile_model``, the op library and the end of ``tune``
-    compile. Example: ``rec, problems = best_valid_record([log], inst, fingerprint)``."""
+    ``paths`` and lines. A trace re-timed in a finalists round counts by its last re-timing, and
+    re-timed traces rank first (:func:`standing`, :func:`pick_key`). ``scanned`` holds logs the caller
+    has read already, ``{str(path): scan_log(path)}``; those are not read again. What ``build``,
+    ``compile_model``, the op library and the end of ``tune`` compile. Example:
+    ``rec, problems = best_valid_record([log], inst, fingerprint)``."""
     done = {str(k): v for k, v in (scanned or {}).items()}
-    candidates: list[tuple[float, int, str, int, TuningRecord]] = []
+    mine: list[tuple[str, int, TuningRecord]] = []
     problems: list[LogProblem] = []
     for path in paths:
         lines = done.get(str(path))
@@ -255,8 +284,10 @@ def best_valid_record(
             if line.problem is not None:
                 problems.append(line.problem)
             rec = line.record
-            if rec is not None and rec.ok and rec.workload_key == inst.key and rec.fingerprint == fingerprint:
-                candidates.append((rec.mean_cost, len(candidates), str(path), line.line_no, rec))
+            if rec is not None and rec.workload_key == inst.key and rec.fingerprint == fingerprint:
+                mine.append((str(path), line.line_no, rec))
+    stand = standing(mine, key=lambda m: m[2])
+    candidates = [(pick_key(rec), i, path, n, rec) for i, (path, n, rec) in enumerate(stand) if rec.ok]
     verdicts: dict[str, str | None] = {}
     for _cost, _order, path, line_no, rec in sorted(candidates, key=lambda c: c[:2]):
         why = _misfit(rec, inst, verdicts)
@@ -267,13 +298,14 @@ def best_valid_record(
 
 
 def best_records(records: Iterable[TuningRecord]) -> dict[tuple[str, str], TuningRecord]:
-    """The fastest ok record (lowest median cost) per ``(workload_key, fingerprint)``; ties: the first."""
+    """The fastest ok record (lowest median cost) per ``(workload_key, fingerprint)`` among those that
+    stand, re-timed ones first (:func:`standing`, :func:`pick_key`); ties: the first."""
     best: dict[tuple[str, str], TuningRecord] = {}
-    for rec in records:
+    for rec in standing(records):
         if not rec.ok:
             continue
         group = (rec.workload_key, rec.fingerprint)
-        if group not in best or rec.mean_cost < best[group].mean_cost:
+        if group not in best or pick_key(rec) < pick_key(best[group]):
             best[group] = rec
     return best
 
@@ -289,7 +321,10 @@ def measured_traces(records: Iterable[TuningRecord], workload_key: str, fingerpr
 
 
 def _better(a: TuningRecord, b: TuningRecord) -> bool:
-    """Whether ``a`` should replace ``b``: faster, or ok where ``b`` failed."""
+    """Whether ``a`` (read after ``b``) should replace ``b``: a re-timing over a first measurement, a
+    later re-timing over an earlier one (:func:`standing`); else faster, or ok where ``b`` failed."""
+    if a.retimed is not None or b.retimed is not None:
+        return a.retimed is not None
     return a.mean_cost < b.mean_cost
 
 

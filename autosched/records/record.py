@@ -13,6 +13,10 @@ Optional fields (format version 1 still; readers accept lines with or without th
   mutate from them (``--transfer-from``). Older lines lack it; their trace alone still replays.
 - ``"timing"``: how the costs were timed (the runner's policy and ``alignment_bytes``), with
   ``"misaligned"`` for a host kernel that was a new best (:mod:`.alignment`). Older lines lack either.
+- ``"retimed"``: ``{"rounds": R, "finalists": K}`` on a record of a finalists round: at the end of a
+  tuning run the K best distinct schedules were timed again in turns, in R fresh runner processes, and
+  this record's costs are all of those repeats. It stands for its trace in place of the trace's earlier
+  records (:func:`autosched.records.log.standing`): one sample's luck no longer picks the best.
 """
 
 from __future__ import annotations
@@ -115,6 +119,7 @@ class TuningRecord:
     decisions: dict[str, Any] | None = None  # optional: the sketch decisions behind ``trace``
     check: str | None = None  # optional: how the outputs were checked ("full", "numpy", "sampled:4096")
     timing: dict[str, Any] | None = None  # optional: how the costs were timed (hai.timing.TimingPolicy)
+    retimed: dict[str, int] | None = None  # optional: {"rounds", "finalists"} of a finalists round
 
     def __post_init__(self) -> None:
         args = {str(k): _arg_value(str(k), v) for k, v in self.workload_args.items()}
@@ -144,6 +149,9 @@ class TuningRecord:
             problem = misaligned_problem(self.timing[MISALIGNED])
             if problem is not None:
                 raise RecordError(f"field 'timing.misaligned': {problem}")
+        if self.retimed is not None:
+            _check_retimed(self.retimed)
+            object.__setattr__(self, "retimed", dict(self.retimed))
 
     @property
     def ok(self) -> bool:
@@ -184,6 +192,8 @@ class TuningRecord:
             data["check"] = self.check
         if self.timing is not None:  # optional too: repeats, warm-up, cache flush
             data["timing"] = self.timing
+        if self.retimed is not None:  # optional too: a finalists round's record
+            data["retimed"] = self.retimed
         return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
     @staticmethod
@@ -216,6 +226,7 @@ class TuningRecord:
         decisions = _field(data, "decisions", dict) if "decisions" in data else None  # optional
         check = _field(data, "check", str) if "check" in data else None  # optional
         timing = _field(data, "timing", dict) if "timing" in data else None  # optional
+        retimed = _field(data, "retimed", dict) if "retimed" in data else None  # optional
         return TuningRecord(
             workload_key=_field(workload, "key", str, "workload."),
             workload_name=_field(workload, "name", str, "workload."),
@@ -233,7 +244,18 @@ class TuningRecord:
             decisions=decisions,
             check=check,
             timing=timing,
+            retimed=retimed,
         )
+
+
+def _check_retimed(retimed: Any) -> None:
+    """``retimed`` must be ``{"rounds": R, "finalists": K}`` with whole numbers 1..1000 (no other keys)."""
+    if not isinstance(retimed, dict) or set(retimed) != {"rounds", "finalists"}:
+        shape = '{"rounds": R, "finalists": K}'
+        raise RecordError(f"field 'retimed': expected {shape}, got {retimed!r:.80}")
+    for name, v in retimed.items():
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1000:
+            raise RecordError(f"field 'retimed.{name}': expected a whole number 1..1000, got {v!r:.40}")
 
 
 def _reject_constant(name: str) -> Any:
@@ -300,12 +322,14 @@ def make_record(
     decisions: dict[str, Any] | None = None,
     check: str | None = None,
     timing: dict[str, Any] | None = None,
+    retimed: dict[str, int] | None = None,
 ) -> TuningRecord:
     """A record for a candidate just measured; fills key, name, args, flops, fingerprint and time.
 
     Example: ``make_record(inst, target, adapter.info(), trace, error=ERROR_TIMEOUT, error_msg="> 10 s")``.
     ``decisions``: the sketch decisions that made ``trace``, when known (written to the log); ``check``:
-    how its outputs were compared with the reference (``MeasureResult.check``).
+    how its outputs were compared with the reference (``MeasureResult.check``); ``retimed``: the
+    finalists round that timed it again (kept on a failure too: a finalist that fails there is out).
     """
     return TuningRecord(
         workload_key=inst.key,
@@ -322,4 +346,5 @@ def make_record(
         decisions=decisions or None,
         check=check if error is None else None,
         timing=timing if error is None else None,
+        retimed=retimed,
     )

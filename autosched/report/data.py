@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AutoschedError
-from ..records.log import LogProblem, read_log
+from ..records.log import LogProblem, best_records, read_log
 from ..records.record import TuningRecord
 
 
@@ -115,13 +115,19 @@ def summarize(logs: Sequence[LogRead]) -> ReportData:
     for log in logs:
         lines: dict[tuple[str, str], list[TuningRecord]] = defaultdict(list)
         for rec in log.records:
+            chips[rec.fingerprint] = rec.chip  # file order: the newest record's facts win
+            if rec.retimed is not None:
+                continue  # a finalists round's re-timing: no trial, but it may be the pick (below)
             lines[(rec.workload_key, rec.fingerprint)].append(rec)
             _add(tasks, rec)
-            chips[rec.fingerprint] = rec.chip  # file order: the newest record's facts win
         for (key, fp), recs in lines.items():
             curve = _curve(f"{Path(log.path).name} · {recs[0].target} [{fp}]", recs)
             if curve is not None:
                 curves[key].append(curve)
+    # The pick as `build` makes it: re-timed schedules first, each by its last re-timing.
+    for group, rec in best_records(r for log in logs for r in log.records).items():
+        if group in tasks:
+            tasks[group].best = rec
     return ReportData(list(logs), list(tasks.values()), dict(curves), chips, _notes(logs, tasks))
 
 
@@ -142,8 +148,6 @@ def _add(tasks: dict[tuple[str, str], TaskStats], rec: TuningRecord) -> None:
     task.flops = task.flops or rec.flops
     if not rec.ok:
         task.failures[rec.error or "no timing"] += 1
-    elif task.best is None or rec.mean_cost < task.best.mean_cost:
-        task.best = rec
 
 
 def _curve(label: str, recs: list[TuningRecord]) -> Curve | None:

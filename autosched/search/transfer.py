@@ -27,7 +27,7 @@ import numpy as np
 
 from ..chip import ChipInfo, chip_from_json
 from ..errors import FAILED_COST
-from ..records.log import LogProblem, load_records, trace_key
+from ..records.log import LogProblem, load_records, standing, trace_key
 from ..records.record import TuningRecord
 
 
@@ -78,7 +78,7 @@ def load_transfer(
         res = load_records(path, workload_key=workload_key, workload=workload)
         ts.problems.extend(res.problems)
         ts.other_workloads += res.other_workloads
-        for rec in res.records:
+        for rec in standing(res.records):  # a schedule of a finalists round by its re-timing, once
             if rec.fingerprint != fingerprint and (rec.chip.get("extra") or {}).get("simulated"):
                 continue  # modeled times are no prior for another chip
             (ts.same_chip if rec.fingerprint == fingerprint else ts.foreign).append(rec)

@@ -26,6 +26,6 @@ def test_tune_matmul_on_opencl(tmp_path):
     assert isinstance(tuner.tasks[0].strategy.policy, GPUSketchPolicy)
     (task,) = tuner.run()
     assert task.trials == 6 and task.best_cost < float("inf")
-    records = load_records(log).records
+    records = [r for r in load_records(log).records if r.retimed is None]  # the finalists' come after
     assert len(records) == 6 and all(r.target.startswith("opencl") for r in records)
     assert sum(r.ok for r in records) >= 3  # errors, if any, are data (e.g. too much local memory)

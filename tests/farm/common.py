@@ -27,7 +27,13 @@ def crashes(trace) -> bool:
 
 
 def records(log):
-    return load_records(log).records
+    """The search's records in ``log``: a finalists round's re-timings (``retimed``) left out."""
+    return [r for r in load_records(log).records if r.retimed is None]
+
+
+def retimed(log):
+    """The finalists round's records in ``log``."""
+    return [r for r in load_records(log).records if r.retimed is not None]
 
 
 def wait_for_records(log: Path, n: int, timeout_s: float = 60.0) -> None:

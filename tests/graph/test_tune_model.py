@@ -36,6 +36,8 @@ def spread_cost(trace) -> float:
 
 
 def options(trials: int, **kw) -> TuneOptions:
+    """The fake measurer's times do not move: no finalists round, but where a test asks for one."""
+    kw.setdefault("finalists", 0)
     return TuneOptions(trials=trials, batch_size=8, strategy="random", baseline=False, seed=0, **kw)
 
 
@@ -124,17 +126,21 @@ def test_gradient_is_metaschedules_formula():
 def test_model_tuner_spends_the_model_budget_heavier_task_first(tmp_path):
     graph = resnet_like(blocks=9, channels=4, size=4)  # conv weight 10, residual conv 9, softmax 1
     fake = FakeMeasurer(spread_cost)
-    mt = ModelTuner(graph, "llvm-cpu", tmp_path / "m.jsonl", options(160), measurer=fake)
+    mt = ModelTuner(graph, "llvm-cpu", tmp_path / "m.jsonl", options(160, finalists=4), measurer=fake)
     mt.load_previous()
     states = mt.run()
     assert [w for w in mt.weights] == [10, 9, 1]
-    assert sum(t.trials for t in states) == 160 == fake.calls
+    # the budget goes to the search; then each task's finalists round times its best 4 three times
+    assert sum(t.trials for t in states) == 160 and fake.calls == 160 + 3 * 4 * 3
+    assert all(t.finalists is not None and t.finalists.retimed == 4 for t in states)
     conv, _residual, softmax = states
     assert conv.trials > 2 * softmax.trials and softmax.trials >= 8
     total, missing = mt.latency()
     assert missing == 0 and total == pytest.approx(sum(w * t.best_cost for t, w in zip(states, mt.weights)))
     # each task's first record is its default schedule, the one the compiled model runs untuned
     first = {}
+    retimed = [r for r in load_records(tmp_path / "m.jsonl").records if r.retimed is not None]
+    assert len(retimed) == 3 * 4
     for rec in load_records(tmp_path / "m.jsonl").records:
         first.setdefault(rec.workload_key, trace_key(rec.trace))
     for task in states:
@@ -279,7 +285,8 @@ def test_cli_tunes_a_model_then_resumes_it(tmp_path, capsys):
     assert main([*args[:3], "12", *args[4:], "--resume"]) == 0
     out = capsys.readouterr()
     assert "reused 8 record(s) of 2 of the 2 tasks" in out.err
-    assert len(load_records(log).records) == 12
+    searched = [r for r in load_records(log).records if r.retimed is None]  # and the finalists' records
+    assert len(searched) == 12 and len({(r.workload_key, trace_key(r.trace)) for r in searched}) == 12
 
 
 def test_live_progress_on_a_terminal_shows_the_task_table(tmp_path):

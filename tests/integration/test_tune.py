@@ -36,9 +36,14 @@ def test_tune_writes_log_and_summary(tmp_path):
                 "6", "--log", str(log))  # fmt: skip
     assert r.returncode == 0, r.stderr
     res = load_records(log)
-    assert len(res.records) == 12 and not res.problems
-    assert len({trace_key(rec.trace) for rec in res.records}) == 12  # never measured twice
-    assert any(rec.ok for rec in res.records)
+    searched = [rec for rec in res.records if rec.retimed is None]
+    assert len(searched) == 12 and not res.problems
+    assert len({trace_key(rec.trace) for rec in searched}) == 12  # never measured twice by the search
+    assert any(rec.ok for rec in searched)
+    # then the finalists round: the search's 4 best timed again, in turns, in 3 fresh processes
+    retimed = [rec for rec in res.records if rec.retimed is not None]
+    assert len(retimed) == 4 and all(rec.retimed == {"rounds": 3, "finalists": 4} for rec in retimed)
+    assert "finalists round: 4 schedule(s) timed again" in " ".join(r.stderr.split())
     assert "GFLOP/s" in r.stdout and "vs numpy" in r.stdout
     assert "numpy BLAS: " in r.stdout  # the kernel numpy ran, next to the ratio against it
     assert "best schedule of matmul" in r.stdout
@@ -79,7 +84,7 @@ def test_kill_then_resume_measures_nothing_twice(tmp_path):
     r = run_cli(*args, "--resume")
     assert r.returncode == 0, r.stderr
     after = load_records(log)
-    keys = [trace_key(rec.trace) for rec in after.records]
+    keys = [trace_key(rec.trace) for rec in after.records if rec.retimed is None]  # the search's
     assert len(keys) == 40 and len(set(keys)) == 40
     assert "already in the log" in r.stderr
 
@@ -89,6 +94,7 @@ def test_corrupt_and_foreign_lines_are_reported_and_kept(tmp_path):
     first = run_cli("tune", str(MATMUL), "--args", "M=16", "N=16", "K=16", "--trials", "4", "--log", str(log))
     assert first.returncode == 0, first.stderr
     good = log.read_text().splitlines()[0]
+    bad_line = len(log.read_text().splitlines()) + 1  # after the search's 4 and the finalists' records
     foreign = json.loads(good)
     foreign["target"]["fingerprint"] = "llvm-cpu:other-chip:00000000"
     with log.open("a") as f:
@@ -97,7 +103,7 @@ def test_corrupt_and_foreign_lines_are_reported_and_kept(tmp_path):
     r = run_cli("tune", str(MATMUL), "--args", "M=16", "N=16", "K=16", "--trials", "8", "--resume",
                 "--log", str(log))  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert "mm.jsonl:5: invalid JSON" in r.stderr and "for other chips were not used" in r.stderr
+    assert f"mm.jsonl:{bad_line}: invalid JSON" in r.stderr and "for other chips were not used" in r.stderr
     lines = log.read_text().splitlines()
     assert "{not json" in lines  # nothing already recorded is lost
 

@@ -26,7 +26,7 @@ class Recording(FakeMeasurer):
 
 
 def _tuner(tmp_path, measurer, trials=16, **kw):
-    opts = TuneOptions(trials=trials, batch_size=8, baseline=False, seed=0, **kw)
+    opts = TuneOptions(trials=trials, batch_size=8, baseline=False, seed=0, finalists=0, **kw)
     return Tuner([matmul()], "llvm-cpu", tmp_path / "t.jsonl", opts, measurer=measurer)
 
 

@@ -168,7 +168,7 @@ def test_bad_arguments():
 def test_tuner_with_evolutionary_search_exact_counts(tmp_path):
     fake = FakeMeasurer(fake_cost, errors={"crash": 0.1}, seed=0)
     log = tmp_path / "evo.jsonl"
-    opts = TuneOptions(trials=40, batch_size=16, baseline=False, strategy="evolutionary", seed=0)
+    opts = TuneOptions(trials=40, batch_size=16, baseline=False, strategy="evolutionary", seed=0, finalists=0)
     (task,) = Tuner([matmul(32)], "llvm-cpu", log, opts, measurer=fake).run()
     assert task.trials == 40 and fake.calls == 40  # batches of 16, 16 and 8
     records = load_records(log).records
@@ -179,9 +179,9 @@ def test_tuner_with_evolutionary_search_exact_counts(tmp_path):
 
 def test_resume_seeds_the_model_from_the_log(tmp_path):
     log = tmp_path / "evo.jsonl"
-    opts = TuneOptions(trials=16, batch_size=8, baseline=False, seed=0)
+    opts = TuneOptions(trials=16, batch_size=8, baseline=False, seed=0, finalists=0)
     Tuner([matmul(32)], "llvm-cpu", log, opts, measurer=FakeMeasurer(fake_cost)).run()
-    opts2 = TuneOptions(trials=24, batch_size=8, baseline=False, seed=1, resume=True)
+    opts2 = TuneOptions(trials=24, batch_size=8, baseline=False, seed=1, resume=True, finalists=0)
     tuner = Tuner([matmul(32)], "llvm-cpu", log, opts2, measurer=FakeMeasurer(fake_cost))
     (task,) = tuner.tasks
     tuner.load_previous(task)
@@ -222,7 +222,7 @@ def test_scheduler_uses_similar_tasks_speed():
 def test_run_scheduled_spends_the_total_budget(tmp_path):
     insts = [matmul(32), matmul(64)]
     fake = FakeMeasurer(fake_cost, seed=0)
-    opts = TuneOptions(trials=24, batch_size=8, baseline=False, strategy="random", seed=0)
+    opts = TuneOptions(trials=24, batch_size=8, baseline=False, strategy="random", seed=0, finalists=0)
     tasks = Tuner(insts, "llvm-cpu", tmp_path / "s.jsonl", opts, measurer=fake).run_scheduled()
     assert sum(t.trials for t in tasks) == 48 == fake.calls
     assert all(t.trials >= 8 for t in tasks)

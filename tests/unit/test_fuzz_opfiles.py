@@ -81,6 +81,8 @@ def _replace(src: str, m: re.Match[str], group: int, text: str) -> str:
 def shift_index(draw: Any, src: str) -> str:
     """One index of one read shifted or scaled (``A[i]`` -> ``A[i + 3]``, ``A[i * 5]``)."""
     m = _pick(draw, list(re.finditer(r"\b[A-Za-z]\[([^\[\]]+)\]", src)))
+    if m is None:  # an earlier mutation (a broken bracket) left no such spot
+        return src
     parts = m.group(1).split(", ")
     d = draw(st.integers(0, len(parts) - 1))
     op = draw(st.sampled_from(["+", "-", "*"]))
@@ -93,6 +95,8 @@ def shift_index(draw: Any, src: str) -> str:
 def change_shape(draw: Any, src: str) -> str:
     """One dimension of one placeholder or compute shape changed (possibly to 0 or below)."""
     m = _pick(draw, list(re.finditer(r"te\.(?:placeholder|compute)\(\(([^()]*)\)", src)))
+    if m is None:  # an earlier mutation (a broken bracket) left no such spot
+        return src
     dims = [x for x in m.group(1).split(",") if x.strip()]
     d = draw(st.integers(0, len(dims) - 1))
     dims[d] = f"{dims[d].strip()} + {draw(st.integers(-20, 4))}"
@@ -118,6 +122,8 @@ def break_syntax(draw: Any, src: str) -> str:
 def wrong_arity(draw: Any, src: str) -> str:
     """A compute's lambda with a parameter too many or too few."""
     m = _pick(draw, list(re.finditer(r"lambda ([a-z, ]*):", src)))
+    if m is None:  # an earlier mutation (a broken bracket) left no such spot
+        return src
     params = [p for p in m.group(1).split(", ") if p]
     params = params[:-1] if draw(st.booleans()) else [*params, "extra"]
     return _replace(src, m, 1, ", ".join(params))

@@ -45,7 +45,7 @@ class OrderedFake(FakeMeasurer):
 
 
 def tune_a(log, trials=32):
-    opts = TuneOptions(trials=trials, batch_size=8, baseline=False, seed=0)
+    opts = TuneOptions(trials=trials, batch_size=8, baseline=False, seed=0, finalists=0)
     tuner = Tuner([matmul()], CHIP_A, log, opts, measurer=FakeMeasurer(fake_cost, errors={"crash": 0.1}))
     tuner.run()
     return tuner.fingerprint
@@ -71,8 +71,8 @@ def test_transfer_trains_on_foreign_records_and_measures_their_best_first(tmp_pa
     fake = OrderedFake(fake_cost)
     # seed 4: B's first batch ranks A's probes among its fastest (trust 0.65; the trust is a rank
     # correlation within one batch of 8, so some seeds give 0.15 and the chunks are rightly not queued)
-    opts = TuneOptions(trials=16, batch_size=8, baseline=False, seed=4, transfer_from=(str(log_a),),
-                       transfer_top=4)  # fmt: skip
+    opts = TuneOptions(trials=16, batch_size=8, baseline=False, seed=4, finalists=0,
+                       transfer_from=(str(log_a),), transfer_top=4)  # fmt: skip
     tuner = Tuner([matmul()], CHIP_B, log_b, opts, measurer=fake)
     assert tuner.fingerprint != fp_a
     (task,) = tuner.tasks
@@ -120,7 +120,9 @@ def test_log_without_other_chips_says_so_and_is_not_measured_again(tmp_path):
     log_a = tmp_path / "a.jsonl"
     tune_a(log_a, trials=16)
     fake = OrderedFake(fake_cost)
-    opts = TuneOptions(trials=8, batch_size=8, baseline=False, seed=1, transfer_from=(str(log_a),))
+    opts = TuneOptions(
+        trials=8, batch_size=8, baseline=False, seed=1, finalists=0, transfer_from=(str(log_a),)
+    )
     tuner = Tuner([matmul()], CHIP_A, tmp_path / "new.jsonl", opts, measurer=fake)
     (task,) = tuner.tasks
     notes = tuner.load_previous(task)
@@ -135,7 +137,7 @@ def test_log_without_other_chips_says_so_and_is_not_measured_again(tmp_path):
 def test_other_workloads_do_not_transfer(tmp_path):
     log_a = tmp_path / "a.jsonl"
     tune_a(log_a, trials=8)
-    opts = TuneOptions(trials=8, baseline=False, transfer_from=(str(log_a),))
+    opts = TuneOptions(trials=8, baseline=False, finalists=0, transfer_from=(str(log_a),))
     tuner = Tuner([matmul(16)], CHIP_B, tmp_path / "b.jsonl", opts, measurer=FakeMeasurer(fake_cost))
     (note,) = tuner.load_previous(tuner.tasks[0])
     assert "nothing to transfer" in note and "8 of other workloads" in note
