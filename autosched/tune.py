@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,82 +23,14 @@ from .measure.result import FAILED_COST, MeasureResult
 from .measure.task import MeasureTask
 from .records.log import append_records, ensure_appendable, load_records, standing, trace_key
 from .records.record import TuningRecord, fingerprint_of, make_record
-from .search.finalists import Entry, Outcome, Standings
+from .search.finalists import Entry
 from .search.strategy import Candidate, SearchStrategy
 from .search_space.sketch import SketchPolicy
 from .target import Target, parse_target
 from .te.workload import WorkloadInstance
-
-
-@dataclass
-class TaskState:
-    """One workload being tuned: what was measured and the best so far."""
-
-    inst: WorkloadInstance
-    measure_task: MeasureTask
-    strategy: SearchStrategy
-    measured: set[str] = field(default_factory=set)
-    trials: int = 0  # measured in this run
-    previous: int = 0  # found in the log at the start
-    budget: int = 0  # trials to measure in this run
-    best_cost: float = float("inf")
-    best_trace: Any = None
-    best_timing: dict[str, Any] | None = None  # how the best was timed: alignment, the misaligned case
-    errors: Counter = field(default_factory=Counter)
-    baseline_s: float | None = None
-    final_s: float | None = None  # the best kernel re-timed in turns with the baseline, at the end
-    baseline_label: str = ""
-    history: list[float] = field(default_factory=list)  # best cost after each trial of this run
-    rounds: list[float] = field(default_factory=list)  # best cost after each batch (the round scheduler's)
-    foreign: int = 0  # records of other chips learnt from (--transfer-from), never counted as results
-    standings: Standings = field(default_factory=Standings)  # every distinct schedule, for the finalists
-    finalists: Outcome | None = None  # the finalists round at the end of this run, if one was held
-
-    @property
-    def best_gflops(self) -> float:
-        return self.inst.flop_count() / self.best_cost / 1e9 if self.best_cost < float("inf") else 0.0
-
-
-class OptionError(AutoschedError):
-    """A tuning option out of its range; the message names the option and what it takes."""
-
-
-@dataclass
-class TuneOptions:
-    trials: int = 200  # per workload; with resume, records already in the log count
-    batch_size: int = 16
-    strategy: str = "evolutionary"
-    resume: bool = False
-    seed: int = 0
-    num_threads: int | None = None
-    timeout_s: float = 10.0
-    repeat: int = 5
-    flush_cache: bool = False  # evict the caches before each timed repeat (recorded in each record)
-    baseline: bool = True
-    early_stopping: bool = False  # stop a task when its strategy says it has converged
-    default_first: bool = True  # measure the default schedule (what runs untuned) before the search's
-    # --- logs across chips (issue 6) ---
-    transfer_from: tuple[str, ...] = ()  # logs whose other-chip records train the model and seed the search
-    transfer_top: int = 16  # the best foreign schedules, re-measured on this target first
-    # --- a pretrained cost model (issue 20): a path, "auto" (the shipped one), or None ---
-    cost_model: str | None = None  # guides a workload that has no record on this chip yet
-    # --- the finalists round (issue 17): the best few timed again over fresh processes; 0: none ---
-    finalists: int = 4
-
-    def __post_init__(self) -> None:
-        """Refuse values that would make a run do nothing or loop forever, naming the CLI option."""
-        lowest = {"--trials": 1, "--batch-size": 1, "repeat": 1, "--threads": 1, "--transfer-top": 0,
-                  "--finalists": 0}  # fmt: skip
-        values = (self.trials, self.batch_size, self.repeat, self.num_threads, self.transfer_top,
-                  self.finalists)  # fmt: skip
-        for (option, low), value in zip(lowest.items(), values):
-            if value is None and option == "--threads":
-                continue  # all cores
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise OptionError(f"{option} must be a whole number >= {low}, got {value!r}")
-        if not (isinstance(self.timeout_s, (int, float)) and 0 < self.timeout_s < float("inf")):
-            raise OptionError(f"--timeout must be a number of seconds > 0, got {self.timeout_s!r}")
-
+from .tune_state import OptionError as OptionError  # the options and a task's state, named here too
+from .tune_state import TaskState as TaskState
+from .tune_state import TuneOptions as TuneOptions
 
 Reporter = Callable[[str, TaskState], None]  # event ("start" | "batch" | "done"), task
 
@@ -239,7 +169,7 @@ class Tuner:
         traces, costs = [], []
         for rec in res.records:
             task.measured.add(trace_key(rec.trace))
-            self._note(task, rec)
+            task.standings.note_record(rec)
             if rec.retimed is None:  # the search learns from search timings only
                 traces.append(rec.trace)
                 costs.append(rec.mean_cost if rec.ok else FAILED_COST)
@@ -271,7 +201,7 @@ class Tuner:
             if trace_key(rec.trace) in task.measured:
                 continue  # already read from the log
             task.measured.add(trace_key(rec.trace))
-            self._note(task, rec)
+            task.standings.note_record(rec)
             traces.append(rec.trace)
             costs.append(rec.mean_cost if rec.ok else FAILED_COST)
         self._take_best(task)
@@ -440,15 +370,6 @@ class Tuner:
         task.strategy.update(candidates, costs)
 
     @staticmethod
-    def _note(task: TaskState, rec: TuningRecord) -> None:
-        """A record read from a log (or a same-chip transfer log), for the finalists' standings."""
-        cost = rec.mean_cost if rec.ok else FAILED_COST
-        if rec.retimed is None:
-            task.standings.note(rec.trace, cost, rec.decisions, rec.timing)
-        else:
-            task.standings.note_retimed(rec.trace, cost, rec.decisions, rec.timing)
-
-    @staticmethod
     def _take_best(task: TaskState) -> None:
         """The best so far from the standings: a re-timed schedule if any, as ``build`` picks."""
         best = task.standings.best()
@@ -460,11 +381,11 @@ class Tuner:
         """Time the task's ``options.finalists`` best schedules again in turns, over fresh processes,
         log those times as ``retimed`` records, and take the best from them (:mod:`.search.finalists`)."""
         from .measure.retime import FINALIST_ROUNDS, retime
-        from .search.finalists import run_finalists
+        from .search.finalists import keep_misaligned, run_finalists
 
         def time_again(entries: list[Entry]) -> list[MeasureResult]:
             again = retime(self.measurer, task.measure_task, [e.trace for e in entries], FINALIST_ROUNDS)
-            results = [_keep_misaligned(r, e.timing) for e, r in zip(entries, again, strict=True)]
+            results = [keep_misaligned(r, e.timing) for e, r in zip(entries, again, strict=True)]
             mark = {"rounds": FINALIST_ROUNDS, "finalists": len(entries)}
             append_records(self.log_path, [
                 make_record(task.inst, self.target, self.chip, e.trace, r.costs, r.error, r.error_msg,
@@ -485,13 +406,3 @@ class Tuner:
         else:
             task.best_cost, task.best_trace, task.best_timing = best.cost, best.trace, best.timing
         self.reporter("finalists", task)
-
-
-def _keep_misaligned(result: MeasureResult, earlier: dict[str, Any] | None) -> MeasureResult:
-    """A re-timing keeps the misaligned figure of the schedule's earlier timing when it took none (the
-    runner takes one for a new best only): the log and summary still say what misalignment costs."""
-    timing = result.timing
-    if not result.ok or timing is None or "misaligned" in timing or "misaligned" not in (earlier or {}):
-        return result
-    assert earlier is not None
-    return replace(result, timing={**timing, "misaligned": earlier["misaligned"]})

@@ -20,11 +20,12 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import FAILED_COST
 from ..measure.result import MeasureResult
+from ..records.record import TuningRecord
 from ..records.show import format_seconds
 from ..search_space.trace import trace_key
 
@@ -69,6 +70,14 @@ class Standings:
         """A finalists round's time for ``trace`` (FAILED_COST: it failed there); the last one stands."""
         e = self._entries.setdefault(trace_key(trace), Entry(trace, decisions=decisions))
         e.retimed, e.timing = cost, timing
+
+    def note_record(self, rec: TuningRecord) -> None:
+        """A record read from a log: a search timing, or a finalists round's (``rec.retimed``)."""
+        cost = rec.mean_cost if rec.ok else FAILED_COST
+        if rec.retimed is None:
+            self.note(rec.trace, cost, rec.decisions, rec.timing)
+        else:
+            self.note_retimed(rec.trace, cost, rec.decisions, rec.timing)
 
     def by_search(self, k: int) -> list[Entry]:
         """The ``k`` fastest schedules by the search's timings, fastest first (ties: the first noted);
@@ -144,3 +153,13 @@ def run_finalists(
     rank = order.get(trace_key(after.trace)) if after is not None else None
     failed = sum(e.retimed is not None and e.retimed >= FAILED_COST for e in finalists)
     return Outcome(before, after, len(finalists), failed, rank, before_cost)
+
+
+def keep_misaligned(result: MeasureResult, earlier: dict[str, Any] | None) -> MeasureResult:
+    """A re-timing keeps the misaligned figure of the schedule's earlier timing when it took none (the
+    runner takes one for a new best only): the log and summary still say what misalignment costs."""
+    timing = result.timing
+    if not result.ok or timing is None or "misaligned" in timing or "misaligned" not in (earlier or {}):
+        return result
+    assert earlier is not None
+    return replace(result, timing={**timing, "misaligned": earlier["misaligned"]})
