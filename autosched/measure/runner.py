@@ -217,11 +217,14 @@ class LocalRunner:
         return ("error", "crash", _describe_death(code))
 
     # Running --------------------------------------------------------------------------------------
-    def run(self, task: MeasureTask, built: list[BuildResult]) -> list[MeasureResult]:
-        """One MeasureResult per build, in order; never raises for a bad candidate."""
-        return [self._run_one(task, b) for b in built]
+    def run(
+        self, task: MeasureTask, built: list[BuildResult], *, misaligned_all: bool = False
+    ) -> list[MeasureResult]:
+        """One MeasureResult per build, in order; never raises for a bad candidate. ``misaligned_all``:
+        check and time every host kernel misaligned too, not only a new best (a finalists round's)."""
+        return [self._run_one(task, b, misaligned_all) for b in built]
 
-    def _run_one(self, task: MeasureTask, b: BuildResult) -> MeasureResult:
+    def _run_one(self, task: MeasureTask, b: BuildResult, misaligned_all: bool = False) -> MeasureResult:
         if not b.ok:
             return MeasureResult((), b.error or "compile", b.error_msg, build_s=b.build_s, check=task.check)
         device = b.path is None  # the adapter compiles it in the worker, and times it with its time()
@@ -267,7 +270,7 @@ class LocalRunner:
                 "alignment_bytes": ALIGNMENT_BYTES,
             }  # buffers timed on
             costs = tuple(reply[1])
-            if not device and costs and statistics.median(costs) < best:  # a new best: misaligned too
+            if not device and costs and (misaligned_all or statistics.median(costs) < best):  # misaligned too
                 misaligned, failed = self._check_misaligned(wait)
                 run_s = time.perf_counter() - t0
                 if failed is not None:

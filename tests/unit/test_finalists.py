@@ -221,8 +221,8 @@ def test_a_real_round_builds_once_and_times_each_round_in_a_fresh_runner_process
     pids, builds = [], []
     run, build = m.runner.run, m.builder.build
 
-    def spy_run(task, built):
-        out = run(task, built)
+    def spy_run(task, built, **kw):
+        out = run(task, built, **kw)
         pids.append(m.runner._proc.pid)
         return out
 
@@ -239,3 +239,5 @@ def test_a_real_round_builds_once_and_times_each_round_in_a_fresh_runner_process
     # each round times two repeats (one, for a kernel far slower than the best: the runner's shortcut)
     assert len(retimed) == 2 and all(r.ok and 3 <= len(r.costs) <= 2 * 3 for r in retimed)
     assert all(r.check == "full" and r.timing["alignment_bytes"] == 64 for r in retimed)
+    # each finalist was timed misaligned too (in the first round), whether or not it was ever a new best
+    assert all(r.timing["misaligned"]["offset_bytes"] == 16 for r in retimed)
