@@ -10,7 +10,8 @@ Six workloads where search is hard, three seeds each. Chip A is this machine's `
 Printed per workload and B: the best GFLOP/s found on B (by any of the runs of a seed), the median over
 seeds of the trials each run needs to reach 90% of it, the best at 32 and 64 trials, and the ratios
 (done when: transfer >= 3x fewer on four of six workloads, none worse than scratch by more than 10%;
-pretrained >= 2x).
+pretrained >= 2x). Times are re-timed ones: once a seed's runs on a chip are stored, their new bests
+are timed again over fresh processes (``transfer_retime.py``; ``--no-retime``: the search's own).
 
     python benchmarks/transfer.py --estimate               # the pieces still to run, minutes each
     python benchmarks/transfer.py --workloads matmul --seeds 0   # one piece (about 20-30 min alone)
@@ -43,9 +44,13 @@ from typing import Any
 from autosched.cost_model.pretrained import topi_instance
 from autosched.tune import TuneOptions, Tuner
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from transfer_retime import retime_seed
+
 TARGET_A = "llvm-cpu"
 TARGETS_B = ("llvm-cpu -mcpu=haswell", "opencl")
 MODES = ("scratch", "transfer", "pretrained")
+RETIME = "retime"  # a results line of re-timed histories per seed (transfer_retime.py), not a run
 FULL: dict[str, tuple[str, dict[str, Any]]] = {
     "matmul": ("matmul", {"M": 1024, "N": 1024, "K": 1024}),
     "conv2d": ("conv2d", {"N": 1, "C": 64, "H": 56, "W": 56, "K": 64, "stride": 1}),  # ResNet 3x3
@@ -145,12 +150,18 @@ def summarize(results: dict[str, dict[str, Any]], names: list[str], targets: lis
             per_mode: dict[str, list[float]] = {m: [] for m in MODES}
             at32: dict[str, list[float]] = {m: [] for m in MODES}
             at64: dict[str, list[float]] = {m: [] for m in MODES}
-            bests = []
+            bests, retimed = [], 0
             for seed in seeds:
                 runs = {m: results.get(run_key(wl, target, seed, m, trials)) for m in MODES}
                 got = {m: r for m, r in runs.items() if r}
                 if "scratch" not in got:
                     continue
+                again = results.get(run_key(wl, target, seed, RETIME, trials))
+                if again is not None:  # the re-timed histories (transfer_retime.py) where stored
+                    got = {
+                        m: {**r, "history": again["histories"].get(m, r["history"])} for m, r in got.items()
+                    }
+                    retimed += 1
                 flops = got["scratch"]["flops"]
                 best = max(gflops_at(r["history"], flops, trials) for r in got.values())
                 bests.append(best)
@@ -164,7 +175,7 @@ def summarize(results: dict[str, dict[str, Any]], names: list[str], targets: lis
             med = {m: statistics.median(v) if v else None for m, v in per_mode.items()}
             meds.append((wl, target, med))
 
-            rows.append([wl, target, str(len(bests)), f"{statistics.median(bests):.1f}",
+            rows.append([wl, target, str(len(bests)), str(retimed), f"{statistics.median(bests):.1f}",
                          *(_fmt(med[m], trials) for m in MODES),
                          _ratio(med, "transfer"), _ratio(med, "pretrained"),
                          *(f"{_med(at32[m])}/{_med(at64[m])}" for m in MODES)])  # fmt: skip
@@ -195,8 +206,9 @@ def verdict(meds: list[Medians], targets: list[str], n_workloads: int) -> list[s
 
 
 def print_table(rows: list[list[str]]) -> None:
-    head = ["workload", "chip B", "seeds", "best GF/s", "scratch", "transfer", "pretrained", "fewer (>=3x)",
-            "pretrained (>=2x)", "scratch @32/@64", "transfer @32/@64", "pretrained @32/@64"]  # fmt: skip
+    head = ["workload", "chip B", "seeds", "re-timed", "best GF/s", "scratch", "transfer", "pretrained",
+            "fewer (>=3x)", "pretrained (>=2x)", "scratch @32/@64", "transfer @32/@64",
+            "pretrained @32/@64"]  # fmt: skip
     print("median over seeds of the trials on chip B to reach 90% of the best GFLOP/s found on B; "
           "best GFLOP/s at 32 and 64 trials")  # fmt: skip
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
@@ -224,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         "--estimate", action="store_true", help="print the pieces still to run, minutes each, and stop"
     )
     p.add_argument("--report", action="store_true", help="print the table from the stored runs; run nothing")
+    p.add_argument("--no-retime", action="store_true",
+                   help="read trials to 90%% from the search's own timings (default: re-time each seed's new "
+                        "bests in fresh processes first; transfer_retime.py)")  # fmt: skip
     args = p.parse_args(argv)
     args.flags = piece_flags(sys.argv[1:] if argv is None else argv)
     args.trials = args.trials or (8 if args.quick else 64)
@@ -259,9 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             kw["transfer_from"] = (str(src),)
         elif mode == "pretrained":
             kw["cost_model"] = args.cost_model
-        r = tune(
-            inst, target, out / f"{wl}_{target.replace(' ', '_')}_s{seed}_{mode}.jsonl", args, seed, **kw
-        )
+        r = tune(inst, target, run_log(args, wl, target, seed, mode), args, seed, **kw)
         r.update(key=run_key(wl, target, seed, mode, args.trials), workload=wl, target=target, seed=seed,
                  mode=mode, trials=args.trials, quick=args.quick)  # fmt: skip
         results[r["key"]] = r
@@ -269,8 +282,42 @@ def main(argv: list[str] | None = None) -> int:
             f.write(json.dumps(r) + "\n")
     if todo:
         print(f"\nthis run: {len(todo)} B run(s) in {(time.perf_counter() - start) / 60:.1f} min")
+    if not args.no_retime:
+        for wl, target, seed in unretimed(results, args):
+            retime_piece(results, res_path, sizes, wl, target, seed, args)
     print()
     return report(results, args, res_path)
+
+
+def unretimed(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """(workload, chip B, seed) whose runs in every mode are stored and not yet re-timed."""
+    return [(wl, t, s) for wl in args.workloads for t in args.targets for s in args.seeds
+            if run_key(wl, t, s, RETIME, args.trials) not in results
+            and all(run_key(wl, t, s, m, args.trials) in results for m in MODES)]  # fmt: skip
+
+
+def retime_piece(results: dict[str, dict[str, Any]], res_path: Path, sizes: dict[str, Any], wl: str,
+                 target: str, seed: int, args: argparse.Namespace) -> None:  # fmt: skip
+    """Re-time one seed's new bests on ``target`` (transfer_retime.py) and store the histories."""
+    print(f"# re-timing {wl} on {target}, seed {seed}: the new bests of its {len(MODES)} runs", flush=True)
+    start = time.perf_counter()
+    logs = {m: run_log(args, wl, target, seed, m) for m in MODES}
+    if not all(p.exists() for p in logs.values()):
+        print(f"    skipped: a run's log is missing in {args.out}", flush=True)
+        return
+    r = retime_seed(topi_instance(*sizes[wl]), target, logs, args.trials, args.threads, args.timeout)
+    print(
+        f"    {len(r['retimed'])} schedule(s) timed again in {time.perf_counter() - start:.0f} s", flush=True
+    )
+    r.update(key=run_key(wl, target, seed, RETIME, args.trials), workload=wl, target=target, seed=seed,
+             mode=RETIME, trials=args.trials, quick=args.quick)  # fmt: skip
+    results[r["key"]] = r
+    with res_path.open("a") as f:
+        f.write(json.dumps(r) + "\n")
+
+
+def run_log(args: argparse.Namespace, wl: str, target: str, seed: int, mode: str) -> Path:
+    return Path(args.out) / f"{wl}_{target.replace(' ', '_')}_s{seed}_{mode}.jsonl"
 
 
 def piece_flags(argv: list[str]) -> str:
@@ -305,7 +352,9 @@ def _seconds_per_trial(results: dict[str, dict[str, Any]], wl: str, target: str,
     """Measured in this workload's stored runs on ``target`` where there are some, else the default."""
     key = (wl, target, quick)
     runs = [
-        r for r in results.values() if (r["workload"], r["target"], r.get("quick")) == key and r["history"]
+        r
+        for r in results.values()
+        if r["mode"] in MODES and (r["workload"], r["target"], r.get("quick")) == key and r["history"]
     ]
     if runs:
         return float(sum(r["seconds"] for r in runs) / sum(len(r["history"]) for r in runs))
@@ -343,6 +392,12 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace, res_pat
     if missing:
         print(f"\nnot yet stored ({len(missing)} B run(s)); the pieces to run:")
         print_plan(missing, results, args)
+    later = unretimed(results, args)
+    if later:
+        print(
+            f"\n{len(later)} seed(s) read from the search's own timings, not yet re-timed (any run without "
+            f"--report or --no-retime re-times them): {', '.join(f'{w} {t} s{s}' for w, t, s in later)}"
+        )
     return 0
 
 

@@ -52,8 +52,8 @@ def test_report_from_stored_pieces_and_the_missing_ones(tmp_path, bench, capsys)
     assert bench.main([*args, "--report"]) == 0
     out = capsys.readouterr().out
     table = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.startswith(("matmul ", "softmax "))}
-    assert table["matmul"][2:8] == ["1", "1.0", "8", "1", "8", "8.0x"]  # 8 trials runs only, not the 16's
-    assert table["softmax"][4:6] == ["1", "8"] and table["softmax"][7] == "0.1x"
+    assert table["matmul"][2:9] == ["1", "0", "1.0", "8", "1", "8", "8.0x"]  # the 8-trial runs only
+    assert table["softmax"][5:7] == ["1", "8"] and table["softmax"][8] == "0.1x"
     assert "worse than scratch by > 10% on softmax: not met" in out
     missing = [ln for ln in out.splitlines() if ln.strip().startswith("piece ")]
     cmd = f"python benchmarks/transfer.py --quick --out {tmp_path} --targets opencl"
@@ -66,3 +66,47 @@ def test_report_from_stored_pieces_and_the_missing_ones(tmp_path, bench, capsys)
     assert bench.piece_flags(["--targets", "llvm-cpu -mcpu=haswell", "--seeds=2", "--report"]) == (
         "--targets 'llvm-cpu -mcpu=haswell' "
     )
+
+
+def test_retimed_histories_replace_the_search_timings(tmp_path, bench, capsys):
+    """A run's new bests, timed again, give its history: the fastest re-timed new best so far; a seed
+    with a stored re-timing is read from it (transfer_retime.py)."""
+    from transfer_retime import history, new_bests
+
+    from autosched.records.record import TuningRecord
+    from autosched.search_space.trace import Step, trace_key
+
+    def rec(i, cost, retimed=None, error=None):
+        trace = (Step("split", "C", ("i", i, None)),)
+        return TuningRecord("k", "matmul", {}, "opencl", "fp", {}, trace, () if error else (cost,),
+                            error=error, flops=1e9, retimed=retimed)  # fmt: skip
+
+    log = tmp_path / "run.jsonl"
+    round_mark = {"rounds": 3, "finalists": 1}  # a finalists round's record is no trial
+    lines = [rec(1, 3.0), rec(2, 4.0), rec(4, 1.0, error="crash"), rec(8, 2.0), rec(16, 2.5), rec(32, 1.0),
+             rec(8, 9.0, retimed=round_mark)]  # fmt: skip
+    log.write_text("".join(r.to_json_line() + "\n" for r in lines))
+    bests = new_bests(log)
+    assert [(t, c) for t, _, c in bests] == [(0, 3.0), (3, 2.0), (5, 1.0)]
+    key = {t: trace_key(tr) for t, tr, _ in bests}
+    # Re-timed, the lucky 1.0 is 2.6 and the 2.0 holds; the first keeps its search time (not re-timed).
+    assert history(bests, {key[3]: 2.1, key[5]: 2.6}, 7) == [3.0, 3.0, 3.0, 2.1, 2.1, 2.1, 2.1]
+
+    t = "opencl"
+    runs = [run("matmul", t, 0, m, best_so_far([2.0] * 8)) for m in ("scratch", "transfer", "pretrained")]
+    res = tmp_path / "results.jsonl"
+    res.write_text("".join(json.dumps(x) + "\n" for x in runs))
+    args = ["--quick", "--out", str(tmp_path), "--targets", t, "--workloads", "matmul", "--seeds", "0"]
+    assert bench.main([*args, "--report"]) == 0
+    out = capsys.readouterr().out
+    assert "1 seed(s) read from the search's own timings, not yet re-timed" in out
+    slower = best_so_far([4.0] * 7 + [1.0])
+    again = {"key": "r", "workload": "matmul", "target": t, "seed": 0, "mode": "retime", "trials": 8,
+             "quick": True, "retimed": {}, "histories": {"scratch": slower}}  # fmt: skip
+    with res.open("a") as f:
+        f.write(json.dumps(again) + "\n")
+    assert bench.main([*args, "--report"]) == 0
+    out = capsys.readouterr().out
+    row = next(ln.split() for ln in out.splitlines() if ln.startswith("matmul "))
+    assert row[2:8] == ["1", "1", "1.0", "8", ">8", ">8"]  # re-timed scratch: 1 GFLOP/s at trial 8
+    assert "not yet re-timed" not in out
