@@ -9,8 +9,10 @@ so that a microsecond kernel is not timed with the quarter microsecond a call fr
 
 The cache flush (writing a buffer larger than the last-level cache before each repeat, Triton's
 ``do_bench`` idea) is off by default: CPU kernels run on warm data in real use. With it on, a repeat
-is one call, since a flush between the calls of a repeat is impossible. The policy goes into every
-log record (``timing`` in the JSON line), so times taken cold are never compared with warm ones unseen.
+is one call, since a flush between the calls of a repeat is impossible; a host kernel's threads are
+woken after the flush (:meth:`~autosched.runtime.repeat.HostCall.wake_threads`), as they are awake
+between the kernels of a model run. The policy goes into every log record (``timing`` in the JSON
+line), so times taken cold are never compared with warm ones unseen.
 
 Example::
 
@@ -106,9 +108,12 @@ def time_calls(
     if left < math.inf:  # fewer repeats of a slow kernel rather than a timeout
         repeat = max(1, min(repeat, int(left / max(first_s * number, 1e-9))))
     costs = []
+    wake = getattr(call, "wake_threads", None)  # a host kernel's (runtime.repeat.HostCall)
     for _ in range(repeat):
         if policy.flush_cache:
             flush_cache()
+            if wake is not None:  # the flush let the kernel's worker threads fall asleep
+                wake()
         costs.append(_timed(call, number, sync, device_timed))
         if len(costs) >= SETTLED_AFTER and min(costs) > stop_s:
             break

@@ -48,6 +48,30 @@ def test_a_fast_call_runs_several_times_a_repeat_unless_the_cache_is_flushed(mon
     assert call.calls == 2 and flushes.calls == 2  # one cold call per repeat, a flush before each
 
 
+class Waking(Counter):
+    """A host call whose worker threads are woken after each flush, before the timed call."""
+
+    def __init__(self, events):
+        super().__init__()
+        self.events = events
+
+    def __call__(self):
+        self.events.append("call")
+
+    def wake_threads(self):
+        self.events.append("wake")
+
+
+def test_threads_are_woken_after_each_flush_before_the_timed_call(monkeypatch):
+    events: list[str] = []
+    monkeypatch.setattr(timing, "flush_cache", lambda: events.append("flush"))
+    time_calls(Waking(events), TimingPolicy(repeat=2, warmup=0, flush_cache=True), first_s=1e-3)
+    assert events == ["flush", "wake", "call"] * 2
+    events.clear()
+    time_calls(Waking(events), TimingPolicy(repeat=2, warmup=0, min_repeat_s=0.0), first_s=1e-3)
+    assert events == ["call", "call"]  # warm: no flush, nothing to wake
+
+
 def test_device_timed_calls_report_their_own_seconds():
     policy = TimingPolicy(repeat=2, warmup=0, min_repeat_s=0.0)
     assert time_calls(Counter(0.25), policy, device_timed=True) == [0.25, 0.25]

@@ -60,3 +60,11 @@ def test_a_python_callable_is_called_from_python():
     seen = []
     HostCall(lambda *ptrs: seen.append(ptrs), [16, 32]).repeat_calls(3)
     assert seen == [(16, 32)] * 3
+
+
+def test_wake_threads_runs_an_empty_parallel_region_of_libgomp(bump, monkeypatch):
+    call = HostCall(bump, [0, 0])
+    assert repeat._wake() is not None  # this machine links kernels with -lgomp, so it builds this too
+    call.wake_threads()  # an empty region: nothing to see but that it returns
+    monkeypatch.setattr(repeat, "_wake", lambda: None)
+    call.wake_threads()  # without it: nothing happens
