@@ -112,6 +112,7 @@ class HostCall:
         self._loop, self._address = None, None
         if isinstance(cfunc, CFuncPtr) and len(self.pointers) <= MAX_ARGS:  # else: Python calls
             self._loop = _loop()  # built here, not while timed
+            _wake()
             self._address = ctypes.cast(cfunc, ctypes.c_void_p).value
 
     @property
