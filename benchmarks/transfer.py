@@ -277,9 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         r = tune(inst, target, run_log(args, wl, target, seed, mode), args, seed, **kw)
         r.update(key=run_key(wl, target, seed, mode, args.trials), workload=wl, target=target, seed=seed,
                  mode=mode, trials=args.trials, quick=args.quick)  # fmt: skip
-        results[r["key"]] = r
-        with res_path.open("a") as f:
-            f.write(json.dumps(r) + "\n")
+        store(results, res_path, r)
     if todo:
         print(f"\nthis run: {len(todo)} B run(s) in {(time.perf_counter() - start) / 60:.1f} min")
     if not args.no_retime:
@@ -311,6 +309,11 @@ def retime_piece(results: dict[str, dict[str, Any]], res_path: Path, sizes: dict
     )
     r.update(key=run_key(wl, target, seed, RETIME, args.trials), workload=wl, target=target, seed=seed,
              mode=RETIME, trials=args.trials, quick=args.quick)  # fmt: skip
+    store(results, res_path, r)
+
+
+def store(results: dict[str, dict[str, Any]], res_path: Path, r: dict[str, Any]) -> None:
+    """Keep a finished run (or a seed's re-timing) in memory and append it to the results file."""
     results[r["key"]] = r
     with res_path.open("a") as f:
         f.write(json.dumps(r) + "\n")
