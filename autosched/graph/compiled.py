@@ -251,18 +251,23 @@ def _aligned(w: np.ndarray) -> np.ndarray:
     return out
 
 
-def as_graph(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+def as_graph(
+    model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None, *, winograd: bool = True
+) -> Graph:
     """A :class:`Graph`, or an ONNX model (path or ModelProto) through the ONNX frontend, with its conv
     weights stored output-channel last (:func:`.weight_layout.channels_last_weights`), its GEMM
-    weights in column panels (:func:`.gemm_layout.panel_weights`) and a CNN's activations in channel
-    blocks (:func:`.channel_blocks.blocked_channels`): done once here, so that tuning, compiling and
-    exporting see the same tasks; idempotent."""
+    weights in column panels (:func:`.gemm_layout.panel_weights`), a CNN's activations in channel
+    blocks (:func:`.channel_blocks.blocked_channels`) and its 3x3 stride-1 convs by Winograd's
+    F(2x2, 3x3) (:func:`.winograd.winograd_convs`, unless ``winograd`` is false): done once here, so
+    that tuning, compiling and exporting see the same tasks; idempotent."""
     from .channel_blocks import blocked_channels
     from .gemm_layout import panel_weights
     from .weight_layout import channels_last_weights
+    from .winograd import winograd_convs
 
     graph = model if isinstance(model, Graph) else _import(model, input_shapes)
-    return blocked_channels(panel_weights(channels_last_weights(graph)))
+    graph = blocked_channels(panel_weights(channels_last_weights(graph)))
+    return winograd_convs(graph) if winograd else graph
 
 
 def _import(model: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> Graph:

@@ -194,20 +194,16 @@ def per_task_comparison(
     """(a row per task, in task order; the onnxruntime nodes no task was found for).
 
     ``best``: seconds of one call by task key (a tuner's ``best_cost``); tasks missing from it get nan.
-    ``transform``: the graph pass the tuned model went through (:func:`.weight_layout.channels_last_weights`):
-    its tasks are the imported graph's, in the same order, under other keys.
+    ``transform``: the graph pass the tuned model went through (:func:`.compiled.as_graph`): its tasks
+    are the imported graph's, in the same order, under other keys, except that a Winograd conv's row
+    also counts the calls before its output's (:func:`moved_keys`).
     """
     from .tune_model import random_model_inputs
 
     tg, value_call, node_call = onnx_task_graph(onnx_path, input_shapes)
-    keys = [t.key for t in tg.tasks]
+    keys = [[tg.tasks[c.task].key] for c in tg.calls]
     if transform is not None:
-        moved = extract_tasks(transform(tg.graph))
-        if [t.weight for t in moved.tasks] != [t.weight for t in tg.tasks]:
-            raise ValueError(
-                "per_task_comparison: the transform changed the model's tasks, not only their keys"
-            )
-        keys = [t.key for t in moved.tasks]
+        keys = moved_keys(tg, extract_tasks(transform(tg.graph)))
     times, graph = profile_onnxruntime(
         onnx_path, random_model_inputs(tg.graph, seed), threads=threads, runs=runs
     )
@@ -218,21 +214,45 @@ def per_task_comparison(
         if node.call is not None:
             per_task.setdefault(tg.calls[node.call].task, []).append(node)
     rows = []
+    spent = [0.0] * len(tg.tasks)  # each task's calls, each call the tasks that run it
+    for call, call_keys in zip(tg.calls, keys, strict=True):
+        spent[call.task] += sum(best.get(k, math.nan) for k in call_keys)
     for i, task in enumerate(tg.tasks):
         mine = per_task.get(i, [])
-        seconds = best.get(keys[i], math.nan)
         rows.append(
             TaskRow(
                 i,
                 task.name,
                 task.weight,
                 float(task.instance.flop_count()),
-                task.weight * seconds,
+                spent[i],
                 sum(n.seconds for n in mine),
                 tuple(n.name for n in mine),
             )
         )
     return rows, [n for n in nodes if n.call is None]
+
+
+def moved_keys(tg: TaskGraph, moved: TaskGraph) -> list[list[str]]:
+    """Per call of ``tg``, the task keys of the ``moved`` calls that compute it: the same call where the
+    transform only re-keyed it; for a conv computed by Winograd's F(2x2, 3x3), its output's call and
+    the input-transform and GEMM calls that feed it (:mod:`.winograd`)."""
+    from .winograd import HELPERS
+
+    helper = {c.output: c for c in moved.calls if c.output.name.endswith(HELPERS)}
+    leads = [c for c in moved.calls if c.output not in helper]
+    if len(leads) != len(tg.calls):
+        raise ValueError("per_task_comparison: the transform changed the model's tasks, not only their keys")
+    out = []
+    for call in leads:
+        found, todo = [call], list(call.inputs)
+        while todo:
+            before = helper.get(todo.pop())  # type: ignore[call-overload]
+            if before is not None and before not in found:
+                found.append(before)
+                todo.extend(before.inputs)
+        out.append([moved.tasks[c.task].key for c in found])
+    return out
 
 
 def print_per_task(rows: Sequence[TaskRow], unattributed: Sequence[OrtNode] = (), file: Any = None) -> None:

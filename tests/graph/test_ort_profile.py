@@ -47,13 +47,12 @@ def test_reorder_output_without_an_onnx_output_goes_to_its_producer():
     assert got == {"/p/GlobalAveragePool_output_0_nchwc": 4, "ReorderOutput": 4, "/Flatten": 5}
 
 
-def _tiny_resnet(path: Path) -> Path:
+def _tiny_resnet(path: Path, c: int = 16) -> Path:
     """A stem conv+relu, one residual block (conv+relu, conv+add+relu), global pool, gemm: torch's names."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
-    c = 16
     w = {
         "w0": rng.standard_normal((c, 3, 3, 3)) * 0.3,
         "b0": rng.standard_normal(c) * 0.1,
