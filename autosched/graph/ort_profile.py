@@ -242,7 +242,7 @@ def moved_keys(tg: TaskGraph, moved: TaskGraph) -> list[list[str]]:
     helper = {c.output: c for c in moved.calls if c.output.name.endswith(HELPERS)}
     leads = [c for c in moved.calls if c.output not in helper]
     if len(leads) != len(tg.calls):
-        raise ValueError("per_task_comparison: the transform changed the model's tasks, not only their keys")
+        raise ValueError("moved_keys: the transform changed the model's tasks, not only their keys")
     out = []
     for call in leads:
         found, todo = [call], list(call.inputs)

@@ -153,3 +153,17 @@ def test_a_tuned_winograd_tiny_resnet_matches_onnxruntime(tmp_path):
     assert all(math.isfinite(t.best_cost) for t in states)
     race = compare_with_onnxruntime(path, graph=mt.graph, log=log, repeat=2, threads=1)
     assert race.max_rel_err is not None and race.max_rel_err < 1e-4
+
+
+def test_an_exported_winograd_model_loads_and_matches(tmp_path):
+    import autosched
+    from autosched.graph.export import export_model
+
+    graph = _chain(size=8, padding=1)
+    with pytest.warns(UserWarning):  # no log: default schedules
+        res = export_model(graph, tmp_path / "model")
+    model = autosched.load(res.directory)
+    assert any("winograd" in t["name"] for t in model.manifest["plan"]["tasks"])
+    inputs = random_inputs(graph, seed=4)
+    want = reference_outputs(as_graph(graph, winograd=False), inputs)["y"]
+    np.testing.assert_allclose(model.run(inputs)["y"], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
