@@ -18,6 +18,12 @@ MetaSchedule's task extraction, not the final compile (as autosched's counts its
 Needs ``pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1`` (and xgboost, psutil,
 cloudpickle, tornado for MetaSchedule); ``TVM_NUM_THREADS`` is set to the race's threads before TVM
 is first imported.
+
+MetaSchedule builds candidates in worker processes, a fresh pool for every batch, and its default build
+first imports TVM's tensor intrinsics (thousands of TVMScript functions parsed): 30 s on a Zen 5 core,
+50 s on an Emerald Rapids one, against the builder's 30 s timeout, so every build was killed and no
+trial finished. Its builders here build with :func:`tvm_build`, the same build without that import
+(vs_tvm.py's operators too).
 """
 
 from __future__ import annotations
@@ -47,6 +53,42 @@ def _host_target(threads: int) -> Any:
     import tvm
 
     return tvm.target.Target({"kind": "llvm", "mcpu": llvm.get_host_cpu_name(), "num-cores": threads})
+
+
+def tvm_build(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's ``default_build`` without its ``import tvm.s_tir.tensor_intrin``, which registers
+    tensorize intrinsics that no float32 CPU schedule uses (see the module docstring)."""
+    from tvm.driver import build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    return build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
+
+
+def send_by_value() -> None:
+    """Let MetaSchedule's build workers receive :func:`tvm_build`: they cannot import this directory's
+    files, so its functions are pickled by value."""
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@contextlib.contextmanager
+def _builds_without_intrinsics() -> Iterator[None]:
+    """MetaSchedule's local builders made while this is open build with :func:`tvm_build` (the Relax
+    pipeline makes its own builder and takes none)."""
+    from tvm.s_tir.meta_schedule.builder import LocalBuilder
+
+    send_by_value()
+    init = LocalBuilder.__init__
+
+    def with_build(self, *args, f_build=None, **kwargs):
+        init(self, *args, f_build=f_build or tvm_build, **kwargs)
+
+    LocalBuilder.__init__ = with_build
+    try:
+        yield
+    finally:
+        LocalBuilder.__init__ = init
 
 
 @contextlib.contextmanager
@@ -117,7 +159,7 @@ class RelaxModel:
         from tvm import relax
 
         t0 = time.perf_counter()
-        with _output_to(self.work_dir / "tuning.txt"):
+        with _output_to(self.work_dir / "tuning.txt"), _builds_without_intrinsics():
             mod = relax.pipeline.static_shape_tuning_pipeline(
                 total_trials=max(0, budget - self.trials), target=self.target, work_dir=str(self.work_dir)
             )(self.module)

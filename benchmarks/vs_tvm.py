@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from vs_tvm_ops import OPS, Op, nbytes  # this directory
+from models_tvm import send_by_value, tvm_build  # this directory
+from vs_tvm_ops import OPS, Op, nbytes
 
 from autosched.hai.timing import TimingPolicy, time_calls
 from autosched.te.workload import WorkloadInstance
@@ -71,16 +72,6 @@ def tune_autosched(op: Op, s: tuple, budget: int, args: argparse.Namespace, work
     return {"inst": inst, "trace": task.best_trace, "wall": time.perf_counter() - start}
 
 
-def tvm_build(mod: Any, target: Any, _params: Any) -> Any:
-    """MetaSchedule's default_build without its ``import tvm.s_tir.tensor_intrin``: that import takes about
-    30 s here and counted against the build timeout in every fresh build worker (one pool per batch), so
-    every candidate timed out. It registers tensorize intrinsics, which no float32 CPU schedule uses."""
-    from tvm.driver import build
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-
-    return build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
-
-
 def tune_tvm(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Path) -> dict:
     """MetaSchedule on ``op``: its best schedule compiled (None if nothing built) and the wall time."""
     import tvm
@@ -91,10 +82,7 @@ def tune_tvm(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Path
     except ImportError:  # older TVM
         from tvm import meta_schedule as ms  # type: ignore[no-redef]
 
-    if __name__ != "__main__":  # the build workers cannot import this file: send tvm_build by value
-        import cloudpickle
-
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    send_by_value()  # tvm_build reaches the build workers
     tensors = (op.tvm_topi if args.tvm_topi and op.tvm_topi else op.theirs)(s)
     target = tvm.target.Target({"kind": "llvm", "mcpu": args.mcpu, "num-cores": args.cores})
     mod = tvm.IRModule({"main": te.create_prim_func(tensors)})
