@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from ..te.expr import Expr, IterVar
-from ..te.graph import consumers
+from ..te.graph import consumers, topo_order
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead, walk
 from ..te.visit import rewrite
 from .ir import Graph
@@ -56,13 +56,28 @@ class Relayout:
     value: Callable[[np.ndarray], np.ndarray]
 
 
-def relayout(graph: Graph, moves: Mapping[Operation, Relayout]) -> Graph:
-    """``graph`` with each weight of ``moves`` replaced by a new constant in its new layout, and every
-    read of it rewritten (the shared mechanics of the layout passes here and in gemm_layout.py)."""
-    if not moves:
+# given the new tensor of any old one, a compute's stand-in
+Replace = Callable[[Callable[[Tensor], Tensor]], Tensor]
+
+
+def relayout(
+    graph: Graph,
+    moves: Mapping[Operation, Relayout],
+    replace: Mapping[Operation, Replace] | None = None,
+    added: Mapping[Operation, np.ndarray] | None = None,
+) -> Graph:
+    """``graph`` with each weight of ``moves`` replaced by a new constant in its new layout, every read of
+    it rewritten, each compute of ``replace`` replaced by what its function builds (from the rebuilt
+    tensors it is given) and the weights ``added`` stored: the shared mechanics of the graph passes
+    (here, gemm_layout.py and winograd.py). Weights that no output reads any more are dropped."""
+    replace = replace or {}
+    if not moves and not replace:
         return graph
     moved = {op: Tensor(PlaceholderOp(op.name, m.shape, op.dtype)) for op, m in moves.items()}
     rebuilt: dict[Operation, Tensor] = {}
+
+    def new(t: Tensor) -> Tensor:
+        return moved.get(t.op) or rebuilt.get(t.op) or t
 
     def swap(e: object) -> Expr | None:
         if not isinstance(e, TensorRead):
@@ -71,20 +86,23 @@ def relayout(graph: Graph, moves: Mapping[Operation, Relayout]) -> Graph:
         idx = tuple(rewrite(i, swap) for i in e.indices)
         if src in moved:
             return TensorRead(moved[src], moves[src].index(idx), e.dtype)
-        return TensorRead(rebuilt.get(src, e.tensor), idx, e.dtype)
+        return TensorRead(new(e.tensor), idx, e.dtype)
 
     for op in graph.ops():
-        if isinstance(op, ComputeOp):
+        if op in replace:
+            rebuilt[op] = replace[op](new)
+        elif isinstance(op, ComputeOp):
             rebuilt[op] = Tensor(dataclasses.replace(op, body=rewrite(op.body, swap)))
-
-    def new(t: Tensor) -> Tensor:
-        return moved.get(t.op) or rebuilt.get(t.op) or t
 
     weights = {
         (moved[op].op if op in moved else op): (moves[op].value(value) if op in moves else value)
         for op, value in graph.weights.items()
     }
+    weights.update(added or {})
     outputs = tuple(dataclasses.replace(o, tensor=new(o.tensor)) for o in graph.outputs)
+    if replace:  # a replaced compute's weights may be read no more (a conv's direct filter)
+        reachable = set(topo_order([o.tensor for o in outputs]))
+        weights = {w: v for w, v in weights.items() if w in reachable}
     return dataclasses.replace(graph, outputs=outputs, weights=weights)
 
 

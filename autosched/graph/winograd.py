@@ -34,10 +34,9 @@ import numpy as np
 from ..te import cast, compute, reduce_axis
 from ..te import sum as te_sum
 from ..te.expr import Binary, Const, Expr, IterVar
-from ..te.graph import topo_order
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Reduce, Tensor, TensorRead
-from ..te.visit import rewrite
 from .ir import Graph
+from .weight_layout import Replace, relayout
 
 HELPERS = ("_winograd_input", "_winograd_bgemm")  # name ends of the steps before the output's task
 TILE = 2  # outputs per tile side (m of F(m, r))
@@ -55,44 +54,19 @@ G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0
 def winograd_convs(graph: Graph) -> Graph:
     """``graph`` with its blocked 3x3 stride-1 convs computed by F(2x2, 3x3) (see the module docstring)."""
     found = {op: conv for op in graph.ops() if (conv := _match(op, graph)) is not None}
-    if not found:
-        return graph
-    weights = dict(graph.weights)
-    replaced: dict[Operation, Tensor] = {}
-    rebuilt: dict[Operation, Tensor] = {}
-
-    def swap(e: object) -> Expr | None:
-        if not isinstance(e, TensorRead):
-            return None
-        idx = tuple(rewrite(i, swap) for i in e.indices)
-        src = e.tensor.op
-        tensor = replaced.get(src) or rebuilt.get(src) or e.tensor
-        return TensorRead(tensor, idx, e.dtype)
-
-    for op in graph.ops():
-        if not isinstance(op, ComputeOp):
-            continue
-        if op in found:
-            conv = found[op]
-            data = rebuilt.get(conv.data.op) or replaced.get(conv.data.op) or conv.data
-            u_value = _filter_transform(graph.weights[conv.weight.op])
-            u = Tensor(PlaceholderOp(f"{conv.weight.op.name}_winograd", u_value.shape, op.dtype))
-            weights[u.op] = u_value
-            replaced[op] = _winograd(op, data, u)
-        else:
-            rebuilt[op] = Tensor(dataclasses.replace(op, body=rewrite(op.body, swap)))
-
-    def new(t: Tensor) -> Tensor:
-        return replaced.get(t.op) or rebuilt.get(t.op) or t
-
-    outputs = tuple(dataclasses.replace(o, tensor=new(o.tensor)) for o in graph.outputs)
-    reachable = set(topo_order([o.tensor for o in outputs]))  # the direct filters are read no more
-    weights = {w: v for w, v in weights.items() if w in reachable}
-    return dataclasses.replace(graph, outputs=outputs, weights=weights)
+    added: dict[Operation, np.ndarray] = {}
+    replace: dict[Operation, Replace] = {}
+    for op, conv in found.items():
+        u_value = _filter_transform(graph.weights[conv.weight.op])
+        u = Tensor(PlaceholderOp(f"{conv.weight.op.name}_winograd", u_value.shape, op.dtype))
+        added[u.op] = u_value
+        replace[op] = _stand_in(conv, u)
+    return relayout(graph, {}, replace, added)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Conv:
+    op: ComputeOp  # the direct conv
     data: Tensor  # P[n, cb, h, w, b]: the padded input in channel blocks
     weight: Tensor  # W[kb, c, 3, 3, b]: a constant, output channels in blocks
 
@@ -131,7 +105,12 @@ def _match(op: Operation, graph: Graph) -> _Conv | None:
         return None
     if data.tensor.dtype != "float32":
         return None
-    return _Conv(data.tensor, weight.tensor)
+    return _Conv(op, data.tensor, weight.tensor)
+
+
+def _stand_in(conv: _Conv, u: Tensor) -> Replace:
+    """The conv's three computes, built from the rebuilt graph's tensor for its input."""
+    return lambda new: _winograd(conv.op, new(conv.data), u)
 
 
 def _is_sum(e: Expr, a: IterVar, b: IterVar) -> bool:
