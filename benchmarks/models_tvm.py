@@ -20,9 +20,9 @@ cloudpickle, tornado for MetaSchedule); ``TVM_NUM_THREADS`` is set to the race's
 is first imported.
 
 MetaSchedule builds candidates in worker processes, a fresh pool for every batch, and its default build
-first imports TVM's tensor intrinsics (thousands of TVMScript functions parsed): 30 s on a Zen 5 core,
-50 s on an Emerald Rapids one, against the builder's 30 s timeout, so every build was killed and no
-trial finished. Its builders here build with :func:`tvm_build`, the same build without that import
+first imports TVM's tensor intrinsics (thousands of TVMScript functions parsed). Where that takes
+longer than the builder's 30 s timeout (50 s on an Emerald Rapids core), every build is killed and no
+trial finishes. Its builders here build with :func:`tvm_build`, the same build without that import
 (vs_tvm.py's operators too).
 """
 
