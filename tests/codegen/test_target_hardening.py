@@ -53,6 +53,9 @@ def _sigint_ignored(pid: int) -> bool:
 def test_workers_ignore_ctrl_c_from_their_first_instruction():
     # Ignored at spawn (inherited across exec), not only once the worker's code runs: a Ctrl-C while
     # a worker still imports used to print its KeyboardInterrupt traceback.
+    # The tests' own process may have been started with Ctrl-C ignored (a `cmd &` in a script): give it
+    # Python's usual handler, which the spawn must then restore.
+    launched_with = signal.signal(signal.SIGINT, signal.default_int_handler)
     runner = LocalRunner(timeout_s=30)
     try:
         runner._start()
@@ -60,9 +63,11 @@ def test_workers_ignore_ctrl_c_from_their_first_instruction():
         os.kill(runner._proc.pid, signal.SIGINT)
         time.sleep(0.2)
         assert runner._proc.is_alive()
+        runner.close()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the parent's is restored
     finally:
         runner.close()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the parent's is restored
+        signal.signal(signal.SIGINT, launched_with)
     A = te.placeholder((8,), name="A")
     B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
     task = MeasureTask.create("double", [A, B])
