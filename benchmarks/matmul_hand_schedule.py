@@ -2,10 +2,13 @@
 against numpy (OpenBLAS) in the same process, on 1 and 2 threads.
 
 Run with nothing else on the machine: ``python benchmarks/matmul_hand_schedule.py``.
-The schedule: B packed into column panels (a separate te compute), C tiled into 8x32 blocks whose
-accumulator lives in registers (cache_write + compute_at, vectorized 32 lanes, unrolled), the loop
-over column panels outside the loop over row blocks so a panel stays in L2, and the block loops
-fused and parallel.
+The schedule: B packed into column panels (a separate te compute), C tiled into blocks of 6 rows
+and four vectors (6 x 64 on AVX-512: 24 accumulators of the 32 registers) whose accumulator lives in
+registers (cache_write + compute_at, vectorized, unrolled), the loop over column panels outside the
+loop over row blocks so a panel stays in L2, and the block loops fused and parallel. 6 rows do not
+divide 1024: the last block is partial, and lowering gives the full ones a copy without bounds tests
+(lower/tails.py). On one Emerald Rapids core 6 x 64 ran 155 GFLOP/s against 127 for 4 x 64 and 122
+for the 8 x 32 blocks this schedule used before.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from peak import measure_peak_gflops
 
 import autosched
 from autosched import te
+from autosched.hai.registry import get_adapter
 from autosched.measure import blas
 from autosched.measure.compare import interleaved_medians
 
@@ -37,7 +41,7 @@ def register_tile(s, CC, kf: int) -> None:
     s[CC].unroll(mc)
 
 
-def gemm(M: int, N: int, K: int, bm: int = 8, bn: int = 32, kf: int = 4):
+def gemm(M: int, N: int, K: int, bm: int = 6, bn: int = 64, kf: int = 4):
     A = te.placeholder((M, K), name="A")
     B = te.placeholder((K, N), name="B")
     k = te.reduce_axis((0, K), name="k")
@@ -58,7 +62,7 @@ def gemm(M: int, N: int, K: int, bm: int = 8, bn: int = 32, kf: int = 4):
     return s, [A, B, C]
 
 
-def gemm_panel_packing(M: int, N: int, K: int, bm: int = 8, bn: int = 32, kf: int = 4):
+def gemm_panel_packing(M: int, N: int, K: int, bm: int = 6, bn: int = 64, kf: int = 4):
     """The same blocking, with B packed per column panel by ``cache_read`` inside the panel loop: the
     thread that uses a panel packs it, into its own cache, just before using it (BLIS style)."""
     A = te.placeholder((M, K), name="A")
@@ -84,7 +88,11 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--rows", type=int, default=6, help="rows of the register tile")
+    p.add_argument("--vectors", type=int, help="vectors in a row of the register tile (default: 64 floats)")
     a = p.parse_args()
+    lanes = get_adapter("llvm-cpu").info().vector_bits // 32
+    bn = lanes * a.vectors if a.vectors else 64
     M = N = K = a.size
     rng = np.random.default_rng(0)
     A = rng.uniform(-1, 1, (M, K)).astype("float32")
@@ -92,14 +100,15 @@ def main() -> None:
     C = np.empty((M, N), "float32")
     kernels = {}
     for label, make in (("te packed-B", gemm), ("panel packing", gemm_panel_packing)):
-        s, args = make(M, N, K)
+        s, args = make(M, N, K, bm=a.rows, bn=bn)
         fn = autosched.build(s, args, "llvm-cpu", name="gemm")
         fn(A, B, C)
         np.testing.assert_allclose(C, A @ B, rtol=1e-3, atol=1e-3)
         kernels[label] = fn
     flops = 2 * M * N * K
     peak = measure_peak_gflops()
-    print(f"matmul {M}x{N}x{K} float32; measured FMA peak {peak:.0f} GFLOP/s per core; {blas.describe()}")
+    print(f"matmul {M}x{N}x{K} float32, register tile {a.rows} x {bn}; FMA peak {peak:.0f} GFLOP/s a core")
+    print(blas.describe())
     if blas.forced_warning():
         print(f"warning: {blas.forced_warning()}")
     print(f"{'schedule':>14} {'threads':>7} {'autosched':>12} {'numpy':>12} {'ratio':>7} {'of peak':>8}")

@@ -3,8 +3,9 @@
 For matmul 1024^3, a ResNet 3x3 conv2d (56x56x64), softmax 4096x1024 and dense+bias+relu
 (512x1024x1024), the best kernel of a tuning log (or of a fresh ``--trials`` run) is rebuilt in
 this process and timed against each library in alternating blocks
-(:func:`autosched.measure.compare.interleaved_medians`); the ratios are library time / ours
-(> 1: autosched is faster). numpy has no conv2d; torch is skipped when it is not installed.
+(:func:`autosched.measure.compare.race`); the ratios are library time / ours (> 1: autosched is
+faster), taken round by round between neighbouring blocks, and their median printed. numpy has no
+conv2d; torch is skipped when it is not installed.
 
     python benchmarks/vs_libraries.py --trials 300                      # tune each, then compare
     python benchmarks/vs_libraries.py --log matmul.jsonl --workloads matmul   # compare a log's best
@@ -37,7 +38,7 @@ from search_efficiency import FULL, QUICK  # the same workloads and sizes (this 
 from autosched.build import build
 from autosched.hai.registry import get_adapter
 from autosched.measure import blas
-from autosched.measure.compare import interleaved_medians
+from autosched.measure.compare import race
 from autosched.records.log import load_records, standing, trace_key
 from autosched.records.record import fingerprint_of
 from autosched.search_space.schedule import replay
@@ -101,7 +102,8 @@ def best_trace(logs: list[Path], inst: WorkloadInstance, fingerprint: str) -> tu
 def time_contenders(
     name: str, inst: WorkloadInstance, trace: Any, target: Any, threads: int, repeat: int
 ) -> dict[str, float]:
-    """Median seconds per call of the tuned kernel and each library, timed in turns."""
+    """Median seconds per call of the tuned kernel and each library, timed in turns, and each library's
+    ratio to the kernel (the median of the ratios round by round: :meth:`Race.ratio`)."""
     ins, outs = split_args(list(inst.tensors))
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(t.shape).astype(t.dtype) for t in ins]
@@ -116,8 +118,10 @@ def time_contenders(
         to_tensor, op = th
         tensors = [to_tensor(a) for a in inputs]
         contenders.append(("torch", lambda: op(*tensors)))
-    medians = interleaved_medians([c[1] for c in contenders], repeat)
-    return dict(zip([c[0] for c in contenders], medians))
+    done = race([c[1] for c in contenders], repeat)
+    times = {name: done.median(i) for i, (name, _) in enumerate(contenders)}
+    times.update({f"{name} ratio": done.ratio(i, 0) for i, (name, _) in enumerate(contenders) if i})
+    return times
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", default=",".join(FULL))
     p.add_argument("--log", action="append", default=[], help="a tuning log to take best kernels from")
     p.add_argument("--trials", type=int, help="tune workloads no --log covers (default 300; quick 16)")
-    p.add_argument("--repeat", type=int, default=60, help="timed calls of each contender")
+    p.add_argument("--repeat", type=int, default=150, help="timed calls of each contender (5 a round)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--seed", type=int, default=0, help="the search's seed")
     p.add_argument("--seeds", type=int, help="run seeds 0..N-1, each in a fresh process, and print medians")
@@ -184,7 +188,10 @@ def print_table(rows: list[list[str]], how: str) -> None:
     print()
     for line in [head, *rows]:
         print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
-    print(f"vs X = X's time / autosched's time (> 1: autosched is faster); {how}")
+    print(
+        "vs X = X's time / autosched's time (> 1: autosched is faster), median of the round-by-round ratios"
+    )
+    print(how)
     print(blas.describe())
     warning = blas.forced_warning()
     if warning:
@@ -213,7 +220,8 @@ def run_seeds(args: argparse.Namespace, argv: list[str]) -> int:
         for lib in ("numpy", "torch"):
             if all(lib in r for r in runs):
                 med[lib] = statistics.median(r[lib] for r in runs)
-                med[f"{lib} ratio"] = statistics.median(r[lib] / r["autosched"] for r in runs)
+                ratios = [r.get(f"{lib} ratio", r[lib] / r["autosched"]) for r in runs]
+                med[f"{lib} ratio"] = statistics.median(ratios)
         rows.append(format_row(name, med, f"median of {len(runs)}"))
     how = "each seed tuned and timed in a fresh process, contenders in alternating blocks; the median row:"
     print_table(rows, f"{args.threads} threads each; {how} each time's and ratio's median")

@@ -18,7 +18,8 @@ random inputs, and then timed natively in turns in this process: autosched's bui
 prepared call (``compare.raw_call``), TVM's through its ``time_evaluator``; the median of the samples.
 The table gives milliseconds, GFLOP/s (GB/s and the fraction of the measured memory bandwidth for the
 memory-bound four: bytes = inputs read once + outputs written once), the ratio autosched / MetaSchedule
-(> 1: autosched is faster) and each tool's tuning wall time. The full suite takes about an hour here.
+speed (> 1: autosched is faster; the median of the ratios of neighbouring blocks, round by round) and
+each tool's tuning wall time. The full suite takes about an hour here.
 Run it alone on the machine: with other processes on the two cores, a two-thread kernel's parallel
 regions stalled for milliseconds (a 3 us matmul read 10-20 ms), in the tuner's runner as here.
 
@@ -52,6 +53,7 @@ from models_tvm import send_by_value, tvm_build  # this directory
 from vs_tvm_ops import OPS, Op, nbytes
 
 from autosched.hai.timing import TimingPolicy, time_calls
+from autosched.measure.compare import Race
 from autosched.te.workload import WorkloadInstance
 
 INSTALL = (
@@ -160,8 +162,9 @@ def agree(got: np.ndarray, want: np.ndarray) -> str:
 
 def time_in_turns(
     ours: Callable[[], Any], lib: Any, tensors: list, samples: int, block: int = 5, pause_s: float = 0.3
-) -> tuple[float, float]:
-    """Median seconds per call of each contender, timed in alternating blocks of ``block`` samples.
+) -> tuple[float, float, float]:
+    """Median seconds per call of each contender, timed in alternating blocks of ``block`` samples, and
+    the median over rounds of each round's ratio (TVM's block median / ours: ``compare.Race.ratio``).
 
     A sample lasts at least 1 ms (enough calls averaged), as the runner's and time_evaluator's do. Each
     block follows a pause (the other's spinning threads stop) and 0.3 s of warm-up calls.
@@ -171,8 +174,7 @@ def time_in_turns(
     func, dev = lib["main"], tvm.cpu(0)
     timer = lib.time_evaluator("main", dev, number=1, repeat=block, min_repeat_ms=1)
     policy = TimingPolicy(repeat=block, warmup=0, min_repeat_s=1e-3)
-    mine: list[float] = []
-    theirs: list[float] = []
+    blocks: tuple[list, list] = ([], [])
     for _ in range(max(1, samples // block)):
         for which in (0, 1):
             time.sleep(pause_s)
@@ -181,10 +183,11 @@ def time_in_turns(
             while time.perf_counter() < until:
                 call()
             if which == 0:
-                mine += time_calls(ours, policy)
+                blocks[0].append(tuple(time_calls(ours, policy)))
             else:
-                theirs += [float(x) for x in timer(*tensors).results]
-    return statistics.median(mine), statistics.median(theirs)
+                blocks[1].append(tuple(float(x) for x in timer(*tensors).results))
+    done = Race((tuple(blocks[0]), tuple(blocks[1])))
+    return done.median(0), done.median(1), done.ratio(1, 0)
 
 
 def compare_op(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Path, bw: float) -> dict:
@@ -234,11 +237,9 @@ def compare_op(op: Op, s: tuple, budget: int, args: argparse.Namespace, work: Pa
         return {**row, "tvm_error": f"MetaSchedule's best kernel is wrong: {problem}"}
     # Timed on the same buffers: a memory-bound kernel's speed depends on where its pages fall in the
     # caches, and separate copies made max pool a coin toss between the tools (0.70-1.37x over runs).
-    ours_s, tvm_s = time_in_turns(call, lib, shared_tensors([*inputs, *got]), args.repeat)
+    ours_s, tvm_s, ratio = time_in_turns(call, lib, shared_tensors([*inputs, *got]), args.repeat)
     flops, moved = inst.flop_count(), nbytes(list(inst.tensors))
-    row.update(
-        ours_s=ours_s, tvm_s=tvm_s, ratio=tvm_s / ours_s, gflops=(flops / ours_s / 1e9, flops / tvm_s / 1e9)
-    )
+    row.update(ours_s=ours_s, tvm_s=tvm_s, ratio=ratio, gflops=(flops / ours_s / 1e9, flops / tvm_s / 1e9))
     if op.memory_bound:
         row["gbs"] = (moved / ours_s / 1e9, moved / tvm_s / 1e9)
         if bw > 0:  # an estimated chip (AUTOSCHED_MEASURE_CHIP=0) may not know its bandwidth
@@ -347,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     if ratios:
         gmean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"geometric mean ratio {gmean:.2f} over {len(ratios)}; ratio = MetaSchedule time / autosched "
-              f"time (> 1: autosched is faster); %bw = GB/s / the measured {bw:.1f} GB/s")  # fmt: skip
+              "time (> 1: autosched is faster), the median of the round-by-round ratios; "
+              f"%bw = GB/s / the measured {bw:.1f} GB/s")  # fmt: skip
     from autosched.measure import blas
 
     print(blas.describe())  # numpy does not race here; said so that every benchmark names its BLAS

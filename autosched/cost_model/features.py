@@ -111,7 +111,7 @@ class _Extractor:
                 self.visit(x, loops, guards, allocs, unroll_step)
         elif isinstance(s, IfThenElse):
             self.visit(s.then, loops, guards + 1, allocs, unroll_step)
-            if s.otherwise is not None:
+            if s.otherwise is not None and not s.likely:  # a likely test's else is a tail tile's copy
                 self.visit(s.otherwise, loops, guards + 1, allocs, unroll_step)
         elif isinstance(s, Allocate):
             self.total_alloc += s.buffer.size * DTYPE_BYTES.get(s.buffer.dtype, 4)

@@ -73,9 +73,13 @@ class For(Stmt):
 
 @dataclass(frozen=True, eq=False)
 class IfThenElse(Stmt):
+    """``likely``: ``then`` runs on all but a few iterations (the full tiles of a partial tiling,
+    lower/tails.py); the cost model's features then count ``otherwise`` as the rare path it is."""
+
     cond: Expr
     then: Stmt
     otherwise: Stmt | None = None
+    likely: bool = False
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,6 +17,7 @@ from .ir import PrimFunc
 from .partition import partition_vector_loops
 from .schedule_ops import schedule_to_loops
 from .simplify import simplify
+from .tails import version_tail_tiles
 from .unroll import auto_unroll
 from .unswitch import unswitch_guards
 from .verify import verify
@@ -25,6 +26,8 @@ Pass = Callable[[PrimFunc], PrimFunc]
 
 PASSES: list[tuple[str, Pass]] = [
     ("simplify", simplify),  # fold the constants bound inference and splits leave behind
+    # the tiles of a split that does not divide its axis: a copy without bounds tests for full tiles
+    ("version_tail_tiles", version_tail_tiles),
     # a window's padding tests out of the channel and register-tile loops that do not change them
     ("unswitch_guards", unswitch_guards),
     # a vector loop whose lanes test padding: guarded whole-vector part, the border lane by lane

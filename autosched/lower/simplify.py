@@ -169,7 +169,7 @@ class Simplifier:
 
             if then is None:
                 return IfThenElse(NotExpr(cond), other)  # type: ignore[arg-type]
-            return IfThenElse(cond, then, other)
+            return dataclasses.replace(s, cond=cond, then=then, otherwise=other)
         if isinstance(s, Allocate):
             body = self.stmt(s.body)
             return None if body is None else Allocate(s.buffer, body)

@@ -17,7 +17,8 @@ def map_stmt(s: Stmt, f_stmt: Callable[[Stmt], Stmt], f_expr: Callable[[Expr], E
         s = Seq(tuple(map_stmt(x, f_stmt, f_expr) for x in s.stmts))
     elif isinstance(s, IfThenElse):
         other = None if s.otherwise is None else map_stmt(s.otherwise, f_stmt, f_expr)
-        s = IfThenElse(f_expr(s.cond), map_stmt(s.then, f_stmt, f_expr), other)
+        then = map_stmt(s.then, f_stmt, f_expr)
+        s = dataclasses.replace(s, cond=f_expr(s.cond), then=then, otherwise=other)
     elif isinstance(s, Allocate):
         s = Allocate(s.buffer, map_stmt(s.body, f_stmt, f_expr))
     elif isinstance(s, Store):

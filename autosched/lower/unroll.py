@@ -58,7 +58,7 @@ def _unroll_within(s: Stmt, max_step: int) -> Stmt:
         return Seq(tuple(_unroll_within(x, max_step) for x in s.stmts))
     if isinstance(s, IfThenElse):
         other = None if s.otherwise is None else _unroll_within(s.otherwise, max_step)
-        return IfThenElse(s.cond, _unroll_within(s.then, max_step), other)
+        return dataclasses.replace(s, then=_unroll_within(s.then, max_step), otherwise=other)
     if isinstance(s, Allocate):
         return Allocate(s.buffer, _unroll_within(s.body, max_step))
     return s
@@ -73,7 +73,8 @@ def _visit(s: Stmt) -> Stmt:
     if isinstance(s, Seq):
         return Seq(tuple(_visit(x) for x in s.stmts))
     if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, _visit(s.then), None if s.otherwise is None else _visit(s.otherwise))
+        other = None if s.otherwise is None else _visit(s.otherwise)
+        return dataclasses.replace(s, then=_visit(s.then), otherwise=other)
     if isinstance(s, Allocate):
         return Allocate(s.buffer, _visit(s.body))
     return s

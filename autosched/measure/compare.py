@@ -2,7 +2,8 @@
 
 On a shared or two-core machine, speed drifts over seconds and the libraries' spinning worker
 threads (OpenBLAS, libgomp) steal cores from each other. So the contenders are timed in alternating
-blocks with a pause between blocks, and each gets the median of its own samples.
+blocks with a pause between blocks; each gets the median of its own samples, and a ratio is taken
+round by round, between blocks that ran within a second of each other.
 """
 
 from __future__ import annotations
@@ -10,10 +11,60 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..hai.timing import TimingPolicy, time_calls
 from ..runtime.repeat import HostCall
+
+
+@dataclass(frozen=True)
+class Race:
+    """The samples of contenders timed in turns: ``blocks[i][r]`` holds contender i's calls in round r."""
+
+    blocks: tuple[tuple[tuple[float, ...], ...], ...]
+
+    def median(self, i: int) -> float:
+        """Contender i's median seconds per call over all its samples."""
+        return statistics.median(t for block in self.blocks[i] for t in block)
+
+    def ratio(self, num: int, den: int) -> float:
+        """The median over rounds of (num's block median / den's block median).
+
+        A round's two blocks run within a second of each other, so a slow phase of the machine (a
+        two-core VM's FMA throughput moved between 227 and 339 GFLOP/s from one second to the next)
+        mostly slows both and cancels in that round's ratio; a ratio of overall medians mixes phases.
+        """
+        rounds = zip(self.blocks[num], self.blocks[den])
+        return statistics.median(statistics.median(a) / statistics.median(b) for a, b in rounds)
+
+
+def race(
+    fns: Sequence[Callable[[], Any]],
+    repeat: int = 20,
+    block: int = 5,
+    pause_s: float = 0.3,
+    warmup_s: float = 0.3,
+) -> Race:
+    """Each function timed in alternating blocks of ``block`` calls, ``repeat // block`` rounds.
+
+    ``pause_s`` before each block lets the previous contender's threads stop spinning (OpenBLAS
+    spins for about 0.1-0.2 s after a call; a shorter pause slowed the next kernel by up to 1.5x).
+    Each block is preceded by ``warmup_s`` of calls, so that both contenders are timed warm (caches,
+    thread pools, clocks) and the first slow calls after the other's block are not counted.
+    """
+    blocks: list[list[tuple[float, ...]]] = [[] for _ in fns]
+    for _ in range(max(1, repeat // block)):
+        for i, fn in enumerate(fns):
+            time.sleep(pause_s)
+            warm_until = time.perf_counter() + warmup_s
+            fn()
+            while time.perf_counter() < warm_until:
+                fn()
+            # one call a sample; warm already, so no first run of its own
+            policy = TimingPolicy(repeat=block, warmup=0, min_repeat_s=0.0)
+            blocks[i].append(tuple(time_calls(fn, policy, first_s=0.0)))
+    return Race(tuple(tuple(b) for b in blocks))
 
 
 def interleaved_medians(
@@ -23,24 +74,9 @@ def interleaved_medians(
     pause_s: float = 0.3,
     warmup_s: float = 0.3,
 ) -> list[float]:
-    """Median seconds per call of each function, timed in alternating blocks of ``block`` calls.
-
-    ``pause_s`` before each block lets the previous contender's threads stop spinning (OpenBLAS
-    spins for about 0.1-0.2 s after a call; a shorter pause slowed the next kernel by up to 1.5x).
-    Each block is preceded by ``warmup_s`` of calls, so that both contenders are timed warm (caches,
-    thread pools, clocks) and the first slow calls after the other's block are not counted.
-    """
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(max(1, repeat // block)):
-        for i, fn in enumerate(fns):
-            time.sleep(pause_s)
-            warm_until = time.perf_counter() + warmup_s
-            fn()
-            while time.perf_counter() < warm_until:
-                fn()
-            # one call a sample; warm already, so no first run of its own
-            times[i] += time_calls(fn, TimingPolicy(repeat=block, warmup=0, min_repeat_s=0.0), first_s=0.0)
-    return [statistics.median(t) for t in times]
+    """Median seconds per call of each function, timed in turns by :func:`race`."""
+    done = race(fns, repeat, block, pause_s, warmup_s)
+    return [done.median(i) for i in range(len(fns))]
 
 
 def compare_with_baseline(

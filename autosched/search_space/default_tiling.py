@@ -90,7 +90,7 @@ class _FixedTiling(TilingRules, ReductionRules):
         self.used[key] = value
         return value
 
-    def register_tiles(self, name: str, axes: list[IterVar]) -> list[list[int]]:
+    def register_tiles(self, name: str, axes: list[IterVar], tails: bool = False) -> list[list[int]]:
         """The vector axis (last) in one or two whole vectors (or the best-filled divisor where its
         extent has none), one axis the vector operand is reused along tiled up to the register budget,
         everything else outside: the level-0 loops run the vector axis's tiles (the packed operand is

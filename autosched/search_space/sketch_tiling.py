@@ -74,7 +74,9 @@ class TilingRules(BuilderBase):
         assert isinstance(p_op, ComputeOp) and isinstance(c_op, ComputeOp)
         # The last axis is the vector axis: its register tile is whole vectors where the extent allows
         # (a 1-8 lane tile on a 16-lane machine wastes most of each instruction).
-        lengths = self.register_tiles(name, list(p_op.axis))
+        # A GEMM's rows (one reduction axis) may end in a partial tile: 6 rows of 4 vectors fill the
+        # registers where the divisors of 1024 leave 8 of 32 empty. Windows keep to divisors.
+        lengths = self.register_tiles(name, list(p_op.axis), tails=len(p_op.reduce_axis) == 1)
         if self.choose(f"{name}/resident", (False, True)):
             lengths = self.resident_tiles(lengths)
             for a, ln in zip(p_op.axis, lengths):  # the decisions say what was built
@@ -82,8 +84,9 @@ class TilingRules(BuilderBase):
         # Consumer: levels S0, S1 and the inner (S2*S3) tile; the producer goes inside S1.
         outer0, outer1, inner = [], [], []
         for ax, ln in zip(c_op.axis, [lengths[perm.index(d)] for d in range(len(perm))]):
-            o, rest = consumer.split(ax, factor=ln[1] * ln[2] * ln[3])
-            o1, i1 = consumer.split(rest, factor=ln[2] * ln[3])
+            # min: a partial tile's levels may span more than the axis (7-row tiles of 32 rows: 35)
+            o, rest = consumer.split(ax, factor=min(ln[1] * ln[2] * ln[3], ax.extent))
+            o1, i1 = consumer.split(rest, factor=min(ln[2] * ln[3], rest.extent))
             outer0.append(o)
             outer1.append(o1)
             inner.append(i1)
@@ -170,6 +173,8 @@ class TilingRules(BuilderBase):
         width, rows, lanes = op.axis[-1].extent, lengths[-2][3], self.p.lanes
         if lengths[-1][3] != width or width % lanes == 0 or rows < 2 or rows * width % lanes:
             return None
+        if op.axis[-2].extent % rows:  # a partial last tile of rows: not one stream of whole vectors
+            return None
         return rows * width // lanes if plain_rows(op) else None
 
     def vector_chunks(self, st: Stage, axis: IterVar) -> None:
@@ -221,14 +226,14 @@ class TilingRules(BuilderBase):
             and any(id(v) in red for i in n.indices for v in walk(i))
         ]
 
-    def register_tiles(self, name: str, axes: list[IterVar]) -> list[list[int]]:
+    def register_tiles(self, name: str, axes: list[IterVar], tails: bool = False) -> list[list[int]]:
         """Four tile lengths per spatial axis whose innermost ones, the accumulators kept in
         registers, fit ``registers`` vectors (an accumulator tile of 16 x 7 vectors spilled and
         trapped a search for hundreds of trials) next to one step's operands: the vectors of the
         last axis and a broadcast (a conv's 7 x 4 accumulators beside 4 weight vectors spilled and
         ran at 0.6x a 4 x 4 tile). Given tiles that do not fit (a mutation widened one axis) keep the
         vector axis's and give up rows to level 2 (:meth:`_fit_registers`); sampled ones that do not
-        fit are resampled."""
+        fit are resampled. ``tails``: the other axes' register tiles need not divide them."""
         *outer_axes, last = axes
         multiple = vector_multiple(last.extent, self.p.lanes)
         # A weight in panels (graph/gemm_layout.py) is contiguous only within a panel: the vector
@@ -240,7 +245,7 @@ class TilingRules(BuilderBase):
             if attempt:  # the given or sampled tiles overflow the registers: sample afresh
                 for a in axes:
                     self.given.pop(f"{name}/tile/{a.name}", None)
-            lengths = [self.tiles(f"{name}/tile/{a.name}", a.extent, 4, inner_max=16) for a in outer_axes]
+            lengths = [self.tiles(f"{name}/tile/{a.name}", a.extent, 4, 16, tails=tails) for a in outer_axes]
             lengths.append(self.tiles(f"{name}/tile/{last.name}", last.extent, 4, widest, multiple))
             if self._fits(lengths):
                 break

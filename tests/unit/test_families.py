@@ -51,7 +51,7 @@ def test_interleave_and_keep_best_keep_every_family():
 def _packed_per_batch(factor: float, batches: int = 8, batch: int = 16) -> list[int]:
     """Packed candidates measured in each batch, when packing costs ``factor`` times the same tiles."""
     policy = SketchPolicy(list(make_matmul(64, 64, 64)[-1:]))
-    search = EvolutionarySearch(policy, seed=3, population=32, generations=2)
+    search = EvolutionarySearch(policy, seed=0, population=32, generations=2)
     measured: set[str] = set()
     counts = []
     for _ in range(batches):

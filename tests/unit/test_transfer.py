@@ -69,9 +69,9 @@ def test_transfer_trains_on_foreign_records_and_measures_their_best_first(tmp_pa
         assert all(r.decisions is None for r in load_records(log_a).records)
 
     fake = OrderedFake(fake_cost)
-    # seed 4: B's first batch ranks A's probes among its fastest (trust 0.65; the trust is a rank
-    # correlation within one batch of 8, so some seeds give 0.15 and the chunks are rightly not queued)
-    opts = TuneOptions(trials=16, batch_size=8, baseline=False, seed=4, finalists=0,
+    # seed 1: B's first batch ranks A's probes among its fastest (the trust is a rank
+    # correlation within one batch of 8, so some seeds give a low one and the chunks are rightly not queued)
+    opts = TuneOptions(trials=16, batch_size=8, baseline=False, seed=1, finalists=0,
                        transfer_from=(str(log_a),), transfer_top=4)  # fmt: skip
     tuner = Tuner([matmul()], CHIP_B, log_b, opts, measurer=fake)
     assert tuner.fingerprint != fp_a
