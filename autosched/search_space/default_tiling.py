@@ -81,7 +81,13 @@ class _FixedTiling(TilingRules, ReductionRules):
         return max(wide) if wide else None
 
     def tiles(
-        self, key: str, extent: int, levels: int, inner_max: int = 64, inner_multiple: int = 1
+        self,
+        key: str,
+        extent: int,
+        levels: int,
+        inner_max: int = 64,
+        inner_multiple: int = 1,
+        tails: bool = False,
     ) -> list[int]:
         # Only the reduction axes come here (register_tiles does the spatial ones): all inner, so the
         # accumulators are loaded and stored once per tile, not once per outer reduction step.
