@@ -50,6 +50,14 @@ def conjuncts(cond: Expr) -> list[Expr]:
     return [cond]
 
 
+def all_of(terms: list[Expr]) -> Expr:
+    """``a and b and ...`` of ``terms`` (true when there are none): :func:`conjuncts` undone."""
+    out = terms[0] if terms else TRUE
+    for t in terms[1:]:
+        out = Logical("and", out, t)
+    return out
+
+
 def _depends(e: Expr, var: Var) -> bool:
     return any(n is var for n in walk(e))
 
@@ -99,11 +107,7 @@ def _drop_conditions(body: Stmt, var: Var, which) -> Stmt:
     """``body`` with the conjuncts ``c`` of its conditions for which ``which(c, var)`` taken as true."""
 
     def drop(cond: Expr) -> Expr:
-        kept = [c for c in conjuncts(cond) if not which(c, var)]
-        out = kept[0] if kept else TRUE
-        for c in kept[1:]:
-            out = Logical("and", out, c)
-        return out
+        return all_of([c for c in conjuncts(cond) if not which(c, var)])
 
     def no_var_conditions(e: Expr) -> Expr | None:
         if isinstance(e, Select) and any(which(c, var) for c in conjuncts(e.cond)):
@@ -136,16 +140,10 @@ def _split_loop(loop: For) -> tuple[Expr, For] | None:
     if not on_var:
         return None
     ends = [substitute(c, {var: Const(k, var.dtype)}) for c in on_var.values() for k in (0, loop.extent - 1)]
-    guard = ends[0]
-    for c in ends[1:]:
-        guard = Logical("and", guard, c)
+    guard = all_of(ends)
 
     def drop(cond: Expr) -> Expr:
-        kept = [c for c in conjuncts(cond) if not _depends(c, var)]
-        out = kept[0] if kept else TRUE
-        for c in kept[1:]:
-            out = Logical("and", out, c)
-        return out
+        return all_of([c for c in conjuncts(cond) if not _depends(c, var)])
 
     def no_var_conditions(e: Expr) -> Expr | None:
         if isinstance(e, Select) and _depends(e.cond, var):

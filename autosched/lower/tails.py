@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..te.expr import Compare, Const, Expr, Logical, Var, is_int
+from ..te.expr import Compare, Const, Expr, Var, is_int
 from ..te.tensor import walk
 from ..te.visit import substitute
 from .arith import affine_of, coefficient
 from .ir import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt
-from .partition import MONOTONE, TRUE, _depends, _safe_to_hoist, conjuncts
+from .partition import MONOTONE, _depends, _safe_to_hoist, all_of, conjuncts
 from .simplify import simplify_expr
 from .stmt_visit import map_stmt, walk_stmts
 
@@ -71,13 +71,6 @@ def _worst_case(c: Expr, loop: For, inner: dict[int, tuple[Var, int]]) -> Expr |
     return substitute(c, {inner[k][0]: v for k, v in extremes.items()})
 
 
-def _and(terms: list[Expr]) -> Expr:
-    out = terms[0] if terms else TRUE
-    for t in terms[1:]:
-        out = Logical("and", out, t)
-    return out
-
-
 def _split(loop: For) -> tuple[Expr, Stmt] | None:
     """(the guard, ``loop``'s body without the tests it implies), or None when there is nothing to
     version: no such test, or a guard that folds to a constant."""
@@ -91,15 +84,16 @@ def _split(loop: For) -> tuple[Expr, Stmt] | None:
                     hoisted[id(c)] = worst
     if not hoisted:
         return None
-    guard = simplify_expr(_and(list({repr(w): w for w in hoisted.values()}.values())))
+    guard = simplify_expr(all_of(list({repr(w): w for w in hoisted.values()}.values())))
     if isinstance(guard, Const):
         return None
 
     def without_tests(s: Stmt) -> Stmt:
         if isinstance(s, IfThenElse) and s.otherwise is None:
-            kept = [c for c in conjuncts(s.cond) if id(c) not in hoisted]
-            if len(kept) < len(conjuncts(s.cond)):
-                return IfThenElse(_and(kept), s.then) if kept else s.then
+            tests = conjuncts(s.cond)
+            kept = [c for c in tests if id(c) not in hoisted]
+            if len(kept) < len(tests):
+                return IfThenElse(all_of(kept), s.then) if kept else s.then
         return s
 
     return guard, map_stmt(loop.body, without_tests, lambda e: e)
@@ -108,8 +102,11 @@ def _split(loop: For) -> tuple[Expr, Stmt] | None:
 def version_tail_tiles(f: PrimFunc) -> PrimFunc:
     """Version every tile loop whose body tests bounds that hold on all but its tail tiles. A GPU
     kernel (loops bound to threads) is left as it is: each thread tests its own element."""
-    if any(isinstance(s, For) and s.thread_tag for s in walk_stmts(f.body)):
+    stmts = list(walk_stmts(f.body))
+    if any(isinstance(s, For) and s.thread_tag for s in stmts):
         return f
+    if not any(isinstance(s, IfThenElse) and s.otherwise is None for s in stmts):
+        return f  # tiles that divide their axes (most candidates): nothing to version, no walk per loop
 
     def visit(s: Stmt) -> Stmt:
         if isinstance(s, For):

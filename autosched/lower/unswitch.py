@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..te.expr import Binary, Compare, Const, Expr, Logical, Select, Var, is_float
+from ..te.expr import Binary, Compare, Const, Expr, Select, Var, is_float
 from ..te.tensor import walk
 from ..te.visit import rewrite, substitute
 from .arith import skey
 from .ir import Allocate, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
-from .partition import TRUE, _depends, _monotone_in, _safe_to_hoist, conjuncts
+from .partition import _depends, _monotone_in, _safe_to_hoist, all_of, conjuncts
 from .simplify import Simplifier, simplify_expr
 from .stmt_visit import map_stmt, walk_stmts
 
@@ -86,11 +86,7 @@ def _assume(body: Stmt, keys: set[tuple], holds: bool) -> Stmt:
     (then a select that tests every one of them is false: it becomes its other value)."""
 
     def drop(cond: Expr) -> Expr:
-        kept = [c for c in conjuncts(cond) if _key(c) not in keys]
-        out = kept[0] if kept else TRUE
-        for c in kept[1:]:
-            out = Logical("and", out, c)
-        return out
+        return all_of([c for c in conjuncts(cond) if _key(c) not in keys])
 
     def visit(e: Expr) -> Expr | None:
         if not isinstance(e, Select):
@@ -102,13 +98,6 @@ def _assume(body: Stmt, keys: set[tuple], holds: bool) -> Stmt:
         return Select(e.cond, rewrite(e.t, visit), rewrite(e.f, visit), e.dtype)
 
     return map_stmt(body, lambda s: s, lambda e: rewrite(e, visit))
-
-
-def _all(cs: list[Expr]) -> Expr:
-    out = cs[0]
-    for c in cs[1:]:
-        out = Logical("and", out, c)
-    return out
 
 
 def _trips(s: Stmt) -> int:
@@ -156,7 +145,7 @@ def _lift(loop: For, made: dict[int, IfThenElse]) -> Stmt:
         return loop
     ends = [substitute(c, {var: Const(k, var.dtype)}) for c in parts for k in sorted({0, loop.extent - 1})]
     fallback = loop
-    return IfThenElse(simplify_expr(_all(ends)), dataclasses.replace(loop, body=g.then), fallback)
+    return IfThenElse(simplify_expr(all_of(ends)), dataclasses.replace(loop, body=g.then), fallback)
 
 
 def _is_zero_product(e: Expr) -> bool:
@@ -213,7 +202,7 @@ def unswitch_guards(f: PrimFunc) -> PrimFunc:
                 border = _drop_zero_taps(border)
             if fast is not None:
                 rolled = None if border is None else map_stmt(border, _rolled, lambda e: e)
-                guard = IfThenElse(simplify_expr(_all(hoisted)), fast, rolled)
+                guard = IfThenElse(simplify_expr(all_of(hoisted)), fast, rolled)
                 made[id(guard)] = guard
                 s = dataclasses.replace(s, body=guard)
         lifted = _lift(s, made) if id(s.var) in rows else s
