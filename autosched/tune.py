@@ -396,7 +396,10 @@ class Tuner:
 
         if self.adapter.spec.simulated:
             return  # a modeled time is the same every time: nothing to re-time
-        outcome = run_finalists(task.standings, self.options.finalists, time_again, fresh=task.trials > 0)
+        untuned = getattr(task.strategy, "untuned", None)  # DefaultFirst's: the default schedule
+        also = [untuned] if isinstance(untuned, tuple) and untuned else []
+        outcome = run_finalists(task.standings, self.options.finalists, time_again, fresh=task.trials > 0,
+                                also=also)  # fmt: skip
         if outcome is None:
             return
         task.finalists = outcome

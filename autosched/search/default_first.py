@@ -17,7 +17,7 @@ from ..search_space.sketch import Decisions
 from ..search_space.trace import Trace
 from .strategy import Candidate
 
-_OWN = frozenset({"inner", "default", "decisions", "pending"})
+_OWN = frozenset({"inner", "default", "untuned", "decisions", "pending"})
 
 
 class DefaultFirst:
@@ -33,7 +33,8 @@ class DefaultFirst:
 
     def __init__(self, inner: Any, default: Trace | None, decisions: Decisions | None = None):
         object.__setattr__(self, "inner", inner)
-        object.__setattr__(self, "default", default)
+        object.__setattr__(self, "default", default)  # None once proposed
+        object.__setattr__(self, "untuned", default)  # kept: the default joins the finalists round
         object.__setattr__(self, "decisions", dict(decisions or {}))
         object.__setattr__(self, "pending", [])  # the search's first batch, drawn beside the probes
 

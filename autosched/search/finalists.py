@@ -85,6 +85,10 @@ class Standings:
         ok = [e for e in self._entries.values() if e.first < FAILED_COST and e.cost < FAILED_COST]
         return sorted(ok, key=lambda e: e.first)[:k]
 
+    def entry(self, trace: Any) -> Entry | None:
+        """The schedule ``trace``'s entry, if it was measured."""
+        return self._entries.get(trace_key(trace))
+
     def best(self) -> Entry | None:
         """The pick: the fastest re-timed schedule if any ran there, else the search's fastest."""
         ok = [e for e in self._entries.values() if e.cost < FAILED_COST]
@@ -132,11 +136,17 @@ def run_finalists(
     time_again: Callable[[list[Entry]], Sequence[MeasureResult]],
     *,
     fresh: bool,
+    also: Sequence[Any] = (),
 ) -> Outcome | None:
     """Time the ``k`` best of ``board`` by the search's timings (and the earlier pick, when re-timed and
-    not among them) again with ``time_again``, which also logs them; note the results. None when there is
-    nothing to decide: ``k`` < 2, fewer than two schedules ran, or (``fresh`` False: nothing new was
-    measured in this run) all ``k`` stand on re-timings already."""
+    not among them, and each trace of ``also`` that ran without failing: the default schedule) again with
+    ``time_again``, which also logs them; note the results. None when there is nothing to decide: ``k`` <
+    2, fewer than two schedules ran, or (``fresh`` False: nothing new was measured in this run) all ``k``
+    stand on re-timings already.
+
+    The default joins because a search's timings can rank it low by noise alone: on a noisy two-core VM
+    every good GEMM timed at the 2-core peak in the search, while in sustained runs the default's 6 x 64
+    register tile ran 1.1-1.2x the search's pick (issue 17)."""
     finalists = board.by_search(k)
     before = board.best()
     if k < 2 or len(finalists) < 2 or before is None:
@@ -145,6 +155,12 @@ def run_finalists(
         return None
     if before.retimed is not None and all(e is not before for e in finalists):
         finalists.append(before)  # the earlier round's pick defends its place in this one's turns
+    for trace in also:
+        e = board.entry(trace)
+        if e is None or e.first >= FAILED_COST or e.cost >= FAILED_COST:
+            continue  # not measured in the search, or failed there
+        if all(f is not e for f in finalists):
+            finalists.append(e)
     before_cost = before.cost
     order = {trace_key(e.trace): i + 1 for i, e in enumerate(board.by_search(len(board)))}
     for e, r in zip(finalists, time_again(finalists), strict=True):

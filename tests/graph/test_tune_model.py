@@ -130,9 +130,11 @@ def test_model_tuner_spends_the_model_budget_heavier_task_first(tmp_path):
     mt.load_previous()
     states = mt.run()
     assert [w for w in mt.weights] == [10, 9, 1]
-    # the budget goes to the search; then each task's finalists round times its best 4 three times
-    assert sum(t.trials for t in states) == 160 and fake.calls == 160 + 3 * 4 * 3
-    assert all(t.finalists is not None and t.finalists.retimed == 4 for t in states)
+    # the budget goes to the search; then each task's finalists round times its best 4 three times, and
+    # the default schedule beside them where the search ranked it below
+    assert all(t.finalists is not None and t.finalists.retimed in (4, 5) for t in states)
+    assert sum(t.trials for t in states) == 160
+    assert fake.calls == 160 + 3 * sum(t.finalists.retimed for t in states)
     conv, _residual, softmax = states
     assert conv.trials > 2 * softmax.trials and softmax.trials >= 8
     total, missing = mt.latency()
@@ -140,7 +142,7 @@ def test_model_tuner_spends_the_model_budget_heavier_task_first(tmp_path):
     # each task's first record is its default schedule, the one the compiled model runs untuned
     first = {}
     retimed = [r for r in load_records(tmp_path / "m.jsonl").records if r.retimed is not None]
-    assert len(retimed) == 3 * 4
+    assert len(retimed) == sum(t.finalists.retimed for t in states)
     for rec in load_records(tmp_path / "m.jsonl").records:
         first.setdefault(rec.workload_key, trace_key(rec.trace))
     for task in states:

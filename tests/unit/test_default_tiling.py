@@ -4,6 +4,7 @@ inside the reduction loops, the outer loop parallel."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -114,8 +115,43 @@ def test_default_matmul_register_tile():
     s = default_schedule(C, cores=2)
     assert_matches_numpy(s, [A, B, C], seed=2)
     text = format_func(lower(s, [A, B, C], "mm"))
-    assert any(e == 32 for _, _, e in _vector_loops(text)), text
+    assert any(e == 64 for _, _, e in _vector_loops(text)), text  # 4 vectors a row of the GEMM tile
     assert any(st.primitive == "cache_write" for st in s.trace)
+
+
+@pytest.mark.parametrize(
+    "mcpu, rows, width", [("skylake-avx512", 100, 64), ("haswell", 100, 16), ("skylake-avx512", 96, 64)]
+)
+def test_default_gemm_tile_is_six_rows_the_last_partial_and_the_sketch_replays_it(mcpu, rows, width):
+    """A GEMM's default register tile is 6 rows of the widest row that fills the registers (6 x 64 on
+    AVX-512, BLIS's 6 x 16 on AVX2), whole over the reduction; 100 rows end in a partial tile of 4. Its
+    decisions are the sketch's own: the search starts from exactly the default, not a resampled one."""
+    import random
+
+    from autosched.hai.registry import get_adapter
+    from autosched.search_space.default import default_candidate
+    from autosched.search_space.schedule import replay
+    from autosched.search_space.sketch import SketchPolicy
+
+    A, B, C = _matmul(rows, 128, 96)
+    adapter = get_adapter(f"llvm-cpu -mcpu={mcpu}")
+    trace, decisions = default_candidate([C], adapter, cores=2)
+    *outer, inner = decisions["C.local/tile/i"]
+    assert inner == 6 and outer[2] == 1 and math.prod(outer) == -(-rows // 6)  # 17 tiles for 100 rows
+    assert decisions["C.local/tile/j"][-1] == width and decisions["C.local/tile/k"] == [24, 4]
+    assert_matches_numpy(replay([C], trace), [A, B, C], seed=4)
+    lanes = 16 if width == 64 else 8
+    _, used = SketchPolicy([C], cores=2, lanes=lanes).sample(random.Random(0), dict(decisions))
+    assert {k: used[k] for k in decisions} == decisions
+
+
+def test_default_gemm_keeps_to_divisors_where_a_partial_tile_wastes_too_much():
+    """16 rows in tiles of 6 would compute 18 (12% more): the divisors' 4 rows stay."""
+    from autosched.search_space.default import _default
+
+    A, B, C = _matmul(16, 128, 96)
+    _, decisions = _default([C], 2, 16)
+    assert 16 % decisions["C.local/tile/i"][-1] == 0
 
 
 def test_default_is_deterministic():
@@ -197,7 +233,7 @@ def test_default_trace_takes_the_targets_vector_width():
         s = replay([C], trace)
         assert_matches_numpy(s, [A, B, C], seed=3)
         widths.append(max(e for _, _, e in _vector_loops(format_func(lower(s, [A, B, C], "mm")))))
-    assert widths == [32, 16], widths  # two vectors wide either way
+    assert widths == [64, 16], widths  # 6 rows of 4 vectors (AVX-512) or of 2 (AVX2) fill the registers
 
 
 @pytest.mark.parametrize("n, width", [(1000, 40), (24, 24), (72, 36)])

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from autosched.measure.fake import FakeMeasurer
-from autosched.measure.result import MeasureResult
+from autosched.measure.result import FAILED_COST, MeasureResult
 from autosched.measure.retime import merge_rounds, retime
 from autosched.records.log import best_records, best_valid_record, merge_logs, read_log, standing, trace_key
 from autosched.records.record import RecordError, TuningRecord
@@ -58,18 +58,22 @@ def test_the_pick_is_the_fastest_finalist_by_its_retiming_and_the_log_agrees(tmp
     tuner = _tuner(tmp_path, m)
     [task] = tuner.run()
     out = task.finalists
-    assert out is not None and out.retimed == 4 and out.failed == 0
+    assert out is not None and out.retimed == 5 and out.failed == 0
     recs, _ = read_log(tmp_path / "t.jsonl")
     firsts = [r for r in recs if r.retimed is None]
     retimed = [r for r in recs if r.retimed is not None]
     assert len(firsts) == 32 and len({trace_key(r.trace) for r in firsts}) == 32
-    assert len(retimed) == 4 and all(r.retimed == {"rounds": 3, "finalists": 4} for r in retimed)
+    assert len(retimed) == 5 and all(r.retimed == {"rounds": 3, "finalists": 5} for r in retimed)
     assert all(len(r.costs) == 3 * 3 for r in retimed)  # three rounds of the fake's three repeats
-    # The finalists are the search's four best; the pick is the fastest of them by its re-timing.
+    # The finalists are the search's four best and the default schedule (measured first, ranked below
+    # them here); the pick is the fastest of them by its re-timing.
     by_search = sorted(firsts, key=lambda r: r.mean_cost)[:4]
-    assert {trace_key(r.trace) for r in retimed} == {trace_key(r.trace) for r in by_search}
-    assert task.best_cost == pytest.approx(min(true_cost(r.trace) for r in by_search))
-    assert m.calls == 32 + 4 * 3
+    default = task.strategy.untuned
+    assert trace_key(firsts[0].trace) == trace_key(default) and default not in [r.trace for r in by_search]
+    expected = {trace_key(r.trace) for r in by_search} | {trace_key(default)}
+    assert {trace_key(r.trace) for r in retimed} == expected
+    assert task.best_cost == pytest.approx(min(true_cost(r.trace) for r in [*by_search, firsts[0]]))
+    assert m.calls == 32 + 5 * 3
     # What `build`, the op library and compile_model compile: the same schedule, by its re-timing.
     rec, problems = best_valid_record([tmp_path / "t.jsonl"], task.inst, tuner.fingerprint)
     assert not problems and rec.retimed is not None and trace_key(rec.trace) == trace_key(task.best_trace)
@@ -134,6 +138,25 @@ def test_a_failed_finalist_is_out_and_an_earlier_pick_defends_its_place():
     out = run_finalists(board, 2, time_again, fresh=True)
     assert calls[1] == ["s5", "s6", "s1"] and out.retimed == 3 and out.after.trace == _trace("s6")
     assert [e.trace[0].stage for e in board.by_search(9)] == ["s5", "s6", "s1", "s2"]  # s0 is out
+
+
+def test_the_default_joins_the_round_once_and_only_if_it_ran():
+    """``also`` (the tuner passes the default schedule) joins the search's k best, not twice when it is
+    one of them, and not when it failed or never ran; a joined schedule can be the pick."""
+    board = _board(s0=1.0, s1=2.0, s2=3.0, d=5.0)
+    board.note(_trace("bad"), FAILED_COST)
+    true = {"s0": 2.0, "s1": 2.2, "d": 1.5}
+    calls = []
+
+    def time_again(entries):
+        calls.append([e.trace[0].stage for e in entries])
+        return [MeasureResult((true[n],)) for n in calls[-1]]
+
+    out = run_finalists(board, 2, time_again, fresh=True, also=[_trace("d"), _trace("bad"), _trace("new")])
+    assert calls == [["s0", "s1", "d"]] and out.retimed == 3
+    assert board.best().trace == _trace("d") and out.search_rank == 4
+    out = run_finalists(board, 2, time_again, fresh=True, also=[_trace("s0")])
+    assert calls[1] == ["s0", "s1", "d"]  # s0 is one of the two best already; d defends its pick
 
 
 def test_no_round_without_two_schedules_with_k_below_two_or_with_nothing_new():
@@ -233,11 +256,12 @@ def test_a_real_round_builds_once_and_times_each_round_in_a_fresh_runner_process
         [task] = Tuner([matmul(16)], "llvm-cpu", tmp_path / "t.jsonl", opts, measurer=m).run()
     finally:
         m.close()
-    assert builds == [4, 2]  # the search's batch, then the two finalists once
+    # the search's batch, then the two finalists once, and the default (measured first) if it ranked below
+    assert builds[0] == 4 and builds[1] in (2, 3) and len(builds) == 2
     assert len(pids) == 1 + 3 and len(set(pids[1:])) == 3  # a fresh worker per round
     retimed = [r for r in read_log(tmp_path / "t.jsonl")[0] if r.retimed is not None]
     # each round times two repeats (one, for a kernel far slower than the best: the runner's shortcut)
-    assert len(retimed) == 2 and all(r.ok and 3 <= len(r.costs) <= 2 * 3 for r in retimed)
+    assert len(retimed) == builds[1] and all(r.ok and 3 <= len(r.costs) <= 2 * 3 for r in retimed)
     assert all(r.check == "full" and r.timing["alignment_bytes"] == 64 for r in retimed)
     # each finalist was timed misaligned too (in the first round), whether or not it was ever a new best
     assert all(r.timing["misaligned"]["offset_bytes"] == 16 for r in retimed)
