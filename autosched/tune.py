@@ -380,13 +380,14 @@ class Tuner:
     def _finalists(self, task: TaskState) -> None:
         """Time the task's ``options.finalists`` best schedules again in turns, over fresh processes,
         log those times as ``retimed`` records, and take the best from them (:mod:`.search.finalists`)."""
-        from .measure.retime import FINALIST_ROUNDS, retime
+        from .measure.retime import FINALIST_PASSES, FINALIST_ROUNDS, retime
         from .search.finalists import keep_misaligned, run_finalists
 
         def time_again(entries: list[Entry]) -> list[MeasureResult]:
-            again = retime(self.measurer, task.measure_task, [e.trace for e in entries], FINALIST_ROUNDS)
+            traces = [e.trace for e in entries]
+            again = retime(self.measurer, task.measure_task, traces, FINALIST_ROUNDS, FINALIST_PASSES)
             results = [keep_misaligned(r, e.timing) for e, r in zip(entries, again, strict=True)]
-            mark = {"rounds": FINALIST_ROUNDS, "finalists": len(entries)}
+            mark = {"rounds": FINALIST_ROUNDS, "finalists": len(entries), "passes": FINALIST_PASSES}
             append_records(self.log_path, [
                 make_record(task.inst, self.target, self.chip, e.trace, r.costs, r.error, r.error_msg,
                             decisions=e.decisions, check=r.check, timing=r.timing, retimed=mark)

@@ -54,17 +54,22 @@ class LocalMeasurer:
         return measure_batch(task, traces, self.builder, self.runner)
 
     def retime_rounds(
-        self, task: MeasureTask, traces: Sequence[Any], rounds: int
+        self, task: MeasureTask, traces: Sequence[Any], rounds: int, passes: int = 1
     ) -> list[list[MeasureResult]]:
         """The traces built once, then run ``rounds`` times, each time in a fresh runner process (new
-        buffers, another placement in memory); one list of results per round (:mod:`.retime`)."""
+        buffers, another placement in memory) and ``passes`` times over in it, in turns, timed in
+        sustained samples (:func:`.retime.sustained`); one list of results per pass (:mod:`.retime`)."""
+        from .retime import sustained
+
         built = self.builder.build(task, traces)
+        policy = sustained(self.runner.timing)
         try:
             out = []
             for i in range(rounds):
                 self.runner.close()  # the next run starts a fresh worker holding fresh buffers
-                # the first round also times each finalist misaligned: the pick's figure for the log
-                out.append(self.runner.run(task, built, misaligned_all=i == 0))
+                for j in range(passes):
+                    # the first pass also times each finalist misaligned: the pick's figure for the log
+                    out.append(self.runner.run(task, built, misaligned_all=i == j == 0, timing=policy))
             return out
         finally:
             _remove_built(built)

@@ -218,13 +218,26 @@ class LocalRunner:
 
     # Running --------------------------------------------------------------------------------------
     def run(
-        self, task: MeasureTask, built: list[BuildResult], *, misaligned_all: bool = False
+        self,
+        task: MeasureTask,
+        built: list[BuildResult],
+        *,
+        misaligned_all: bool = False,
+        timing: TimingPolicy | None = None,
     ) -> list[MeasureResult]:
-        """One MeasureResult per build, in order; never raises for a bad candidate. ``misaligned_all``:
-        check and time every host kernel misaligned too, not only a new best (a finalists round's)."""
-        return [self._run_one(task, b, misaligned_all) for b in built]
+        """One MeasureResult per build, in order; never raises for a bad candidate. A finalists round's
+        run: ``misaligned_all`` checks and times every host kernel misaligned too, not only a new best;
+        ``timing`` replaces the runner's policy, and no candidate is cut short for being slower than the
+        best (every one is a contender)."""
+        return [self._run_one(task, b, misaligned_all, timing) for b in built]
 
-    def _run_one(self, task: MeasureTask, b: BuildResult, misaligned_all: bool = False) -> MeasureResult:
+    def _run_one(
+        self,
+        task: MeasureTask,
+        b: BuildResult,
+        misaligned_all: bool = False,
+        timing: TimingPolicy | None = None,
+    ) -> MeasureResult:
         if not b.ok:
             return MeasureResult((), b.error or "compile", b.error_msg, build_s=b.build_s, check=task.check)
         device = b.path is None  # the adapter compiles it in the worker, and times it with its time()
@@ -250,25 +263,17 @@ class LocalRunner:
         # A kernel far slower than the best is stopped early rather than waited for up to the timeout.
         wait = min(self.timeout_s, max(ABORT_FLOOR_S, ABORT_FACTOR * best))
         budget = 0.8 * wait  # the worker times fewer repeats of a slow kernel rather than time out
-        message = (
-            "run",
-            self.repeat,
-            self.min_repeat_ms / 1e3,
-            self.warmup,
-            budget,
-            self.slow_factor * best,
-            self.timing.flush_cache,
-            self.stop_factor * best,
-        )
+        policy = timing or self.timing
+        slow, stop = (math.inf, math.inf) if timing else (self.slow_factor * best, self.stop_factor * best)
+        message = ("run", policy.repeat, policy.min_repeat_s, policy.warmup, budget, slow,
+                   policy.flush_cache, stop)  # fmt: skip
         reply = self._call(message, wait)
         run_s = time.perf_counter() - t0
         if reply[0] == "ok":
             # A device kernel is timed by its adapter's time(), which takes repeat and warmup only.
-            policy = TimingPolicy(self.repeat, self.warmup).to_json() if device else None
-            timing = policy or {
-                **self.timing.to_json(),
-                "alignment_bytes": ALIGNMENT_BYTES,
-            }  # buffers timed on
+            device_policy = TimingPolicy(policy.repeat, policy.warmup).to_json() if device else None
+            # host kernels: the buffers' alignment is part of how they were timed
+            timed = device_policy or {**policy.to_json(), "alignment_bytes": ALIGNMENT_BYTES}
             costs = tuple(reply[1])
             if not device and costs and (misaligned_all or statistics.median(costs) < best):  # misaligned too
                 misaligned, failed = self._check_misaligned(wait)
@@ -276,8 +281,8 @@ class LocalRunner:
                 if failed is not None:
                     return MeasureResult((), failed[0], failed[1], build_s=build_s, run_s=run_s,
                                          check=task.check)  # fmt: skip
-                timing["misaligned"] = misaligned
-            result = MeasureResult(costs, build_s=build_s, run_s=run_s, check=task.check, timing=timing)
+                timed["misaligned"] = misaligned
+            result = MeasureResult(costs, build_s=build_s, run_s=run_s, check=task.check, timing=timed)
             if not spec.simulated:  # modeled seconds say nothing of how long the host run takes
                 self._best[key] = min(best, result.median)
             return result

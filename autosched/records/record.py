@@ -13,9 +13,10 @@ Optional fields (format version 1 still; readers accept lines with or without th
   mutate from them (``--transfer-from``). Older lines lack it; their trace alone still replays.
 - ``"timing"``: how the costs were timed (the runner's policy and ``alignment_bytes``), with
   ``"misaligned"`` for a host kernel that was a new best (:mod:`.alignment`). Older lines lack either.
-- ``"retimed"``: ``{"rounds": R, "finalists": K}`` on a record of a finalists round: at the end of a
-  tuning run the K best distinct schedules were timed again in turns, in R fresh runner processes, and
-  this record's costs are all of those repeats. It stands for its trace in place of the trace's earlier
+- ``"retimed"``: ``{"rounds": R, "finalists": K, "passes": P}`` on a record of a finalists round: at
+  the end of a tuning run the K best distinct schedules were timed again in turns, in R fresh runner
+  processes, P passes in each (older lines lack ``"passes"``: one), and this record's costs are
+  all of those repeats. It stands for its trace in place of the trace's earlier
   records (:func:`autosched.records.log.standing`): one sample's luck no longer picks the best.
 """
 
@@ -119,7 +120,7 @@ class TuningRecord:
     decisions: dict[str, Any] | None = None  # optional: the sketch decisions behind ``trace``
     check: str | None = None  # optional: how the outputs were checked ("full", "numpy", "sampled:4096")
     timing: dict[str, Any] | None = None  # optional: how the costs were timed (hai.timing.TimingPolicy)
-    retimed: dict[str, int] | None = None  # optional: {"rounds", "finalists"} of a finalists round
+    retimed: dict[str, int] | None = None  # optional: a finalists round's {"rounds", "finalists", "passes"}
 
     def __post_init__(self) -> None:
         args = {str(k): _arg_value(str(k), v) for k, v in self.workload_args.items()}
@@ -248,10 +249,14 @@ class TuningRecord:
         )
 
 
+_RETIMED_KEYS = {"rounds", "finalists", "passes"}
+
+
 def _check_retimed(retimed: Any) -> None:
-    """``retimed`` must be ``{"rounds": R, "finalists": K}`` with whole numbers 1..1000 (no other keys)."""
-    if not isinstance(retimed, dict) or set(retimed) != {"rounds", "finalists"}:
-        shape = '{"rounds": R, "finalists": K}'
+    """``retimed`` must be ``{"rounds": R, "finalists": K}``, with ``"passes": P`` or not, each a whole
+    number 1..1000 (no other keys)."""
+    if not isinstance(retimed, dict) or not {"rounds", "finalists"} <= set(retimed) <= _RETIMED_KEYS:
+        shape = '{"rounds": R, "finalists": K, "passes": P}'
         raise RecordError(f"field 'retimed': expected {shape}, got {retimed!r:.80}")
     for name, v in retimed.items():
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1000:

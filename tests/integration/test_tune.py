@@ -40,11 +40,12 @@ def test_tune_writes_log_and_summary(tmp_path):
     assert len(searched) == 12 and not res.problems
     assert len({trace_key(rec.trace) for rec in searched}) == 12  # never measured twice by the search
     assert any(rec.ok for rec in searched)
-    # then the finalists round: the search's 4 best timed again, in turns, in 3 fresh processes, and the
+    # then the finalists round: the search's 4 best timed again, in turns, in 3 fresh processes (two
+    # passes in each), and the
     # default schedule (the search's first record) beside them where it ranked below
     retimed = [rec for rec in res.records if rec.retimed is not None]
     n = len(retimed)
-    assert n in (4, 5) and all(rec.retimed == {"rounds": 3, "finalists": n} for rec in retimed)
+    assert n in (4, 5) and all(rec.retimed == {"rounds": 3, "finalists": n, "passes": 2} for rec in retimed)
     assert trace_key(searched[0].trace) in {trace_key(rec.trace) for rec in retimed}
     assert f"finalists round: {n} schedule(s) timed again" in " ".join(r.stderr.split())
     assert "GFLOP/s" in r.stdout and "vs numpy" in r.stdout

@@ -63,8 +63,8 @@ def test_the_pick_is_the_fastest_finalist_by_its_retiming_and_the_log_agrees(tmp
     firsts = [r for r in recs if r.retimed is None]
     retimed = [r for r in recs if r.retimed is not None]
     assert len(firsts) == 32 and len({trace_key(r.trace) for r in firsts}) == 32
-    assert len(retimed) == 5 and all(r.retimed == {"rounds": 3, "finalists": 5} for r in retimed)
-    assert all(len(r.costs) == 3 * 3 for r in retimed)  # three rounds of the fake's three repeats
+    assert len(retimed) == 5 and all(r.retimed == {"rounds": 3, "finalists": 5, "passes": 2} for r in retimed)
+    assert all(len(r.costs) == 3 * 2 * 3 for r in retimed)  # 3 rounds of 2 passes of the fake's 3 repeats
     # The finalists are the search's four best and the default schedule (measured first, ranked below
     # them here); the pick is the fastest of them by its re-timing.
     by_search = sorted(firsts, key=lambda r: r.mean_cost)[:4]
@@ -73,7 +73,7 @@ def test_the_pick_is_the_fastest_finalist_by_its_retiming_and_the_log_agrees(tmp
     expected = {trace_key(r.trace) for r in by_search} | {trace_key(default)}
     assert {trace_key(r.trace) for r in retimed} == expected
     assert task.best_cost == pytest.approx(min(true_cost(r.trace) for r in [*by_search, firsts[0]]))
-    assert m.calls == 32 + 5 * 3
+    assert m.calls == 32 + 5 * 3 * 2
     # What `build`, the op library and compile_model compile: the same schedule, by its re-timing.
     rec, problems = best_valid_record([tmp_path / "t.jsonl"], task.inst, tuner.fingerprint)
     assert not problems and rec.retimed is not None and trace_key(rec.trace) == trace_key(task.best_trace)
@@ -183,6 +183,8 @@ def test_retime_merges_rounds_and_a_failure_in_any_round_is_the_result():
 
     a, b = retime(Rounds(lambda t: 1.0), None, [("a",), ("b",)], rounds=3)  # traces: opaque here
     assert a.costs == (1.0, 2.0, 3.0) and b.error == "wrong_result"
+    a, b = retime(Rounds(lambda t: 1.0), None, [("a",), ("b",)], rounds=2, passes=2)  # a fake: 4 batches
+    assert a.costs == (1.0, 2.0, 3.0, 4.0) and b.error == "wrong_result"
     timing = {"repeat": 1, "misaligned": {"offset_bytes": 16, "median_s": 1.0, "repeat": 3}}
     merged = merge_rounds([MeasureResult((1.0,), timing={"repeat": 1}), MeasureResult((2.0,), timing=timing)])
     assert merged.costs == (1.0, 2.0) and merged.timing["misaligned"]["median_s"] == 1.0
@@ -198,7 +200,7 @@ def _record(trace, costs, retimed=None, error=None):
 
 def test_a_retimed_record_stands_for_its_trace_and_merging_keeps_it(tmp_path):
     ta, tb = (Step("split", "C", ("i", 4, None)),), (Step("split", "C", ("i", 8, None)),)
-    mark = {"rounds": 3, "finalists": 2}
+    mark = {"rounds": 3, "finalists": 2}  # as older lines have it: no "passes"
     lucky = _record(ta, (1.0,))
     plain = _record(tb, (1.5,))
     again = _record(ta, (2.0, 2.1, 1.9), retimed=mark)
@@ -211,6 +213,8 @@ def test_a_retimed_record_stands_for_its_trace_and_merging_keeps_it(tmp_path):
     # Lines round-trip; merging two logs keeps the re-timing over the faster first timing.
     line = again.to_json_line()
     assert json.loads(line)["retimed"] == mark and TuningRecord.from_json_line(line) == again
+    passes = _record(ta, (2.0,), retimed={**mark, "passes": 2})  # as this version writes it
+    assert TuningRecord.from_json_line(passes.to_json_line()) == passes
     (tmp_path / "a.jsonl").write_text(lucky.to_json_line() + "\n")
     (tmp_path / "b.jsonl").write_text(again.to_json_line() + "\n" + plain.to_json_line() + "\n")
     merge_logs([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "m.jsonl")
@@ -225,6 +229,7 @@ def test_a_retimed_record_stands_for_its_trace_and_merging_keeps_it(tmp_path):
         ({"rounds": 0, "finalists": 4}, "field 'retimed.rounds': expected a whole number 1..1000"),
         ({"rounds": 3, "finalists": True}, "field 'retimed.finalists'"),
         ({"rounds": 3, "finalists": 4, "x": 1}, "field 'retimed': expected"),
+        ({"rounds": 3, "finalists": 4, "passes": 0}, "field 'retimed.passes': expected a whole number"),
         ([3, 4], "field 'retimed': expected object"),
     ],
 )
@@ -258,10 +263,12 @@ def test_a_real_round_builds_once_and_times_each_round_in_a_fresh_runner_process
         m.close()
     # the search's batch, then the two finalists once, and the default (measured first) if it ranked below
     assert builds[0] == 4 and builds[1] in (2, 3) and len(builds) == 2
-    assert len(pids) == 1 + 3 and len(set(pids[1:])) == 3  # a fresh worker per round
+    assert len(pids) == 1 + 3 * 2 and len(set(pids[1:])) == 3  # a fresh worker per round, two passes in it
+    assert pids[1] == pids[2] and pids[3] == pids[4] and pids[5] == pids[6]
     retimed = [r for r in read_log(tmp_path / "t.jsonl")[0] if r.retimed is not None]
-    # each round times two repeats (one, for a kernel far slower than the best: the runner's shortcut)
-    assert len(retimed) == builds[1] and all(r.ok and 3 <= len(r.costs) <= 2 * 3 for r in retimed)
+    # timed sustained: three repeats of >= 50 ms a pass, none cut short (even one far slower than the best)
+    assert len(retimed) == builds[1] and all(r.ok and len(r.costs) == 3 * 2 * 3 for r in retimed)
+    assert all(r.timing["repeat"] == 3 and r.timing["min_repeat_s"] == 0.05 for r in retimed)
     assert all(r.check == "full" and r.timing["alignment_bytes"] == 64 for r in retimed)
     # each finalist was timed misaligned too (in the first round), whether or not it was ever a new best
     assert all(r.timing["misaligned"]["offset_bytes"] == 16 for r in retimed)
