@@ -9,9 +9,9 @@ again over several fresh processes, in turns, picks by what a caller will see.
 The round times in longer, sustained samples than the search (:func:`sustained`: repeats of at least
 50 ms, two passes over the finalists in each process). On a two-core Emerald Rapids VM, five GEMM
 finalists timed the search's way (5 repeats of 2 ms, one pass, three processes) came out in a different
-order on each of four tries, and picked a schedule that ran 1.02-1.07x numpy in sustained races while
-another ran 1.16-1.24x; timed the sustained way, that one ranked first or second on each of three tries,
-as it did in the races (issue 17).
+order on each of four tries, and the log's pick ran 1.02-1.07x numpy in sustained races where two
+others ran 1.16-1.24x; timed the sustained way, the pick was one of those two on each of three tries
+(issue 17).
 
 Example::
 
