@@ -6,12 +6,14 @@ while the fourth-ranked schedule held 22-26 us in every one. The best of hundred
 timed once in one process, is then often the luckiest rather than the fastest. Timing the few best
 again over several fresh processes, in turns, picks by what a caller will see.
 
-The round times in longer, sustained samples than the search (:func:`sustained`: repeats of at least
-50 ms, two passes over the finalists in each process). On a two-core Emerald Rapids VM, five GEMM
-finalists timed the search's way (5 repeats of 2 ms, one pass, three processes) came out in a different
-order on each of four tries, and the log's pick ran 1.02-1.07x numpy in sustained races where two
-others ran 1.16-1.24x; timed the sustained way, the pick was one of those two on each of three tries
-(issue 17).
+The round times each finalist in a sustained run rather than the search's burst (:func:`sustained`:
+15 repeats of at least 10 ms back to back, two passes over the finalists in each process). On a
+two-core Emerald Rapids VM, five GEMM finalists timed the search's way (5 repeats of 2 ms, one pass,
+three processes) came out in a different order on each of four tries, and the log's pick ran
+1.02-1.07x numpy in sustained races where two others ran 1.16-1.24x; timed in runs of 3 repeats of
+50 ms, two passes in each of three processes, the pick was one of those two on each of three tries
+(issue 17). The runs are now made of shorter repeats: a repeat's calls are counted from the first
+call's time, and on a loaded machine a 50 ms repeat of a microsecond kernel ran past the runner's wait.
 
 Example::
 
@@ -31,8 +33,8 @@ from .task import MeasureTask
 
 FINALIST_ROUNDS = 3  # fresh processes per finalists round: the median of three outvotes one odd placement
 FINALIST_PASSES = 2  # passes over the finalists, in turns, in each process: a slow phase hits them alike
-FINALIST_REPEAT = 3  # repeats of each finalist a pass ...
-FINALIST_MIN_REPEAT_S = 0.05  # ... each at least this long: a sustained run, as an application calls it
+FINALIST_REPEAT = 15  # repeats of each finalist a pass, back to back: a sustained run of 150 ms, as an
+FINALIST_MIN_REPEAT_S = 0.01  # application calls it; short samples, so one slowed by load stays short
 
 
 def sustained(policy: TimingPolicy) -> TimingPolicy:

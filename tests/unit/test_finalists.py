@@ -266,9 +266,10 @@ def test_a_real_round_builds_once_and_times_each_round_in_a_fresh_runner_process
     assert len(pids) == 1 + 3 * 2 and len(set(pids[1:])) == 3  # a fresh worker per round, two passes in it
     assert pids[1] == pids[2] and pids[3] == pids[4] and pids[5] == pids[6]
     retimed = [r for r in read_log(tmp_path / "t.jsonl")[0] if r.retimed is not None]
-    # timed sustained: three repeats of >= 50 ms a pass, none cut short (even one far slower than the best)
-    assert len(retimed) == builds[1] and all(r.ok and len(r.costs) == 3 * 2 * 3 for r in retimed)
-    assert all(r.timing["repeat"] == 3 and r.timing["min_repeat_s"] == 0.05 for r in retimed)
+    # timed sustained: 15 repeats of >= 10 ms a pass, none cut short for being slower than the best (on
+    # a loaded machine the runner's budget may stop a pass after fewer)
+    assert len(retimed) == builds[1] and all(r.ok and 6 <= len(r.costs) <= 3 * 2 * 15 for r in retimed)
+    assert all(r.timing["repeat"] == 15 and r.timing["min_repeat_s"] == 0.01 for r in retimed)
     assert all(r.check == "full" and r.timing["alignment_bytes"] == 64 for r in retimed)
     # each finalist was timed misaligned too (in the first round), whether or not it was ever a new best
     assert all(r.timing["misaligned"]["offset_bytes"] == 16 for r in retimed)
