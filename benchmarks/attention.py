@@ -159,8 +159,11 @@ def native_lanes() -> int:
 
 def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, str, str]:
     """The best trace, what it is ("64 trials"), and how the candidates' outputs were checked."""
-    from autosched.records.log import load_records, pick_key, standing
+    from autosched.hai.registry import get_adapter
+    from autosched.records.log import best_valid_record
+    from autosched.records.record import fingerprint_of
     from autosched.search_space.default import default_schedule
+    from autosched.target import parse_target
     from autosched.tune import TuneOptions, Tuner
 
     if trials <= 0:
@@ -171,12 +174,12 @@ def tuned_trace(inst: Any, trials: int, threads: int, work: Path) -> tuple[Any, 
         )
     log = work / f"attention_{abs(hash(inst.key)) % 10**8}.jsonl"
     Tuner([inst], "llvm-cpu", log, TuneOptions(trials=trials, num_threads=threads)).run()
-    ok = [r for r in standing(load_records(log, workload_key=inst.key).records) if r.ok]
-    if not ok:
+    target = parse_target("llvm-cpu")
+    best, _ = best_valid_record([log], inst, fingerprint_of(target, get_adapter(target).info()))
+    if best is None:
         default = default_schedule(inst.tensors[-1:], cores=threads, lanes=native_lanes()).trace
         return default, "default schedule (no trial ran)", "-"
-    best = min(ok, key=pick_key)  # a re-timed schedule first, as build picks
-    return best.trace, f"{trials} trials", str(best.check)
+    return best.trace, f"{trials} trials", str(best.check)  # as build picks: a re-timed schedule first
 
 
 def peak_memory(args: dict[str, Any], trace: Any, who: str, threads: int) -> int | None:

@@ -39,7 +39,7 @@ from autosched.build import build
 from autosched.hai.registry import get_adapter
 from autosched.measure import blas
 from autosched.measure.compare import race
-from autosched.records.log import load_records, pick_key, standing, trace_key
+from autosched.records.log import best_valid_record, load_records, trace_key
 from autosched.records.record import fingerprint_of
 from autosched.search_space.schedule import replay
 from autosched.target import parse_target
@@ -89,16 +89,16 @@ def torch_fn(name: str, threads: int) -> tuple[Callable[..., Any], Callable[...,
 def best_trace(logs: list[Path], inst: WorkloadInstance, fingerprint: str) -> tuple[Any, int] | None:
     """The fastest trace for ``inst`` on this chip in any of ``logs`` (a schedule of a finalists round by
     its re-timing), and how many distinct schedules they hold."""
-    records = standing(
+    records = [
         r
         for log in logs
         for r in load_records(log, target_fingerprint=fingerprint, workload_key=inst.key).records
-    )
-    ok = [r for r in records if r.ok]
+    ]
     trials = len({trace_key(r.trace) for r in records})
-    # pick_key: a re-timed schedule first, as build and the op library pick (the lowest search timing
-    # alone is a lucky draw: on the Emerald Rapids VM it raced 1.04x numpy where the pick raced 1.13x)
-    return (min(ok, key=pick_key).trace, trials) if ok else None
+    # build's pick: a re-timed schedule first (the lowest search timing alone is a lucky draw: on the
+    # Emerald Rapids VM it raced 1.04x numpy where the pick raced 1.13x)
+    best, _ = best_valid_record(logs, inst, fingerprint)
+    return (best.trace, trials) if best is not None else None
 
 
 def time_contenders(

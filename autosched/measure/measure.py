@@ -13,6 +13,7 @@ from typing import Any
 
 from .builder import LocalBuilder
 from .result import BuildResult, MeasureResult
+from .retime import sustained
 from .runner import LocalRunner
 from .task import MeasureTask
 
@@ -59,8 +60,6 @@ class LocalMeasurer:
         """The traces built once, then run ``rounds`` times, each time in a fresh runner process (new
         buffers, another placement in memory) and ``passes`` times over in it, in turns, timed in
         sustained samples (:func:`.retime.sustained`); one list of results per pass (:mod:`.retime`)."""
-        from .retime import sustained
-
         built = self.builder.build(task, traces)
         policy = sustained(self.runner.timing)
         try:

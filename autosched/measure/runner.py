@@ -119,10 +119,7 @@ class LocalRunner:
             )
         self.timeout_s = timeout_s
         self.compile_timeout_s = compile_timeout_s
-        self.repeat = repeat
-        self.min_repeat_ms = min_repeat_ms
         self.memory_limit_bytes = memory_limit_bytes or default_memory_limit()
-        self.warmup = warmup
         self.num_threads = num_threads
         self.slow_factor = slow_factor
         self.stop_factor = stop_factor
@@ -299,9 +296,9 @@ class LocalRunner:
     def _check_misaligned(self, wait: float) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
         """The loaded host kernel again, on every buffer :data:`MISALIGNED_OFFSET_BYTES` past its
         aligned start: the timing's ``"misaligned"`` entry, or (error kind, message) naming the case."""
-        repeat = min(self.repeat, MISALIGNED_REPEAT)
-        min_repeat_s = self.min_repeat_ms / 1e3
-        message = ("misaligned", repeat, min_repeat_s, self.warmup, 0.8 * wait, self.timing.flush_cache)
+        t = self.timing
+        repeat = min(t.repeat, MISALIGNED_REPEAT)
+        message = ("misaligned", repeat, t.min_repeat_s, t.warmup, 0.8 * wait, t.flush_cache)
         reply = self._call(message, wait)
         if reply[0] == "ok":
             costs = [float(c) for c in reply[1]]
