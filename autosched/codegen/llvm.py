@@ -8,6 +8,7 @@ loop kind is emitted is said at :meth:`LLVMCodegen.stmt_For`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from llvmlite import ir
 
@@ -17,6 +18,7 @@ from ..te.expr import Expr, Var, is_float, is_int
 from . import llvm_parallel
 from .llvm_expr import I8, I64, ITEM_BYTES, PTR, STORAGE_TYPES, VOID, ExprCodegen, Frame
 from .llvm_intrinsics import I32, declare, lane_range, like, splat
+from .llvm_stream import emit_stream_loop, mark_nontemporal, stream_store
 from .llvm_vector import affine_index, lane_reduction, strides, why_not_vectorizable
 
 MALLOC_ABOVE_BYTES = 64 * 1024  # OpenMP worker threads have small stacks
@@ -42,7 +44,8 @@ class LLVMCodegen(ExprCodegen):
         self.module.triple = triple
         self.module.data_layout = datalayout
         self.vector: tuple[Var, int] | None = None  # (loop var, lanes) inside a vector body
-        self.vector_first = 0  # the loop var's value in lane 0 of the piece being emitted
+        self.vector_first: int | ir.Value = 0  # the loop var's value in lane 0 of the piece being emitted
+        self.streaming: Store | None = None  # the store of a stream loop's vector body (llvm_stream)
         self.n_outlined = 0
         fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR] * len(func.params)), func.name)
         self.frame = Frame.open(fn, in_parallel=False)
@@ -118,7 +121,11 @@ class LLVMCodegen(ExprCodegen):
             b.store(value, addr, align=align)
         elif kind == "vector":
             assert self.vector is not None
-            b.store(self.widen(value, self.vector[1]), self.gep(s.buffer, addr), align=align)
+            if s is self.streaming:  # a whole vector at an aligned address: it streams
+                vector, ptr = self.widen(value, self.vector[1]), self.gep(s.buffer, addr)
+                mark_nontemporal(self.module, b.store(vector, ptr, align=self.chunk_lanes * 4))
+            else:
+                b.store(self.widen(value, self.vector[1]), self.gep(s.buffer, addr), align=align)
         else:  # scatter, lane by lane in order
             if kind.startswith("stride"):
                 addr = self.lane_indices(addr, int(kind[6:]))
@@ -165,6 +172,8 @@ class LLVMCodegen(ExprCodegen):
         if s.kind == "unrolled" or (s.kind == "vectorized" and s.extent == 1):
             for i in range(s.extent):
                 self.with_var(s.var, ir.Constant(I64, i), lambda: self.stmt(s.body))
+        elif self.vector is None and (streamed := stream_store(s)) is not None:
+            emit_stream_loop(self, s, streamed)
         elif s.kind == "vectorized" and self.vector is None and why_not_vectorizable(s) is None:
             for first, lanes in vector_chunks(s.extent, self.chunk_lanes):
                 self.vector_chunk(s, first, lanes)
@@ -186,17 +195,21 @@ class LLVMCodegen(ExprCodegen):
             self.vector = None
 
     def serial_loop(self, var: Var, begin: ir.Value, end: ir.Value, body: Stmt) -> None:
+        self.range_loop(var.name, begin, end, lambda i: self.with_var(var, i, lambda: self.stmt(body)))
+
+    def range_loop(self, name: str, begin: ir.Value, end: ir.Value, body: Callable[[ir.Value], None]) -> None:
+        """``for i in range(begin, end): body(i)``, bounds known at run time."""
         b = self.frame.b
         before = b.block
-        head = b.append_basic_block(f"for.{var.name}")
-        loop, done = b.append_basic_block(f"for.{var.name}.body"), b.append_basic_block(f"for.{var.name}.end")
+        head = b.append_basic_block(f"for.{name}")
+        loop, done = b.append_basic_block(f"for.{name}.body"), b.append_basic_block(f"for.{name}.end")
         b.branch(head)
         b.position_at_end(head)
-        i = b.phi(I64, name=var.name)
+        i = b.phi(I64, name=name)
         i.add_incoming(begin, before)
         b.cbranch(b.icmp_signed("<", i, end), loop, done)
         b.position_at_end(loop)
-        self.with_var(var, i, lambda: self.stmt(body))
+        body(i)
         i.add_incoming(self.frame.b.add(i, ir.Constant(I64, 1), flags=("nsw",)), self.frame.b.block)
         self.frame.b.branch(head)
         self.frame.b.position_at_end(done)
@@ -211,7 +224,8 @@ class LLVMCodegen(ExprCodegen):
             if form is not None and 0 <= form.coeff <= MAX_LOAD_STRIDE:
                 # The index of lane 0; lane k then reads base + coeff * k.
                 base: list[ir.Value] = []
-                lane0 = ir.Constant(I64, self.vector_first)
+                first = self.vector_first
+                lane0 = first if isinstance(first, ir.Value) else ir.Constant(I64, first)
                 self.with_var(var, lane0, lambda: base.append(self.flat_index(buf, indices)))
                 if form.coeff > 1:
                     return f"stride{form.coeff}", base[0]

@@ -14,7 +14,7 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..lower.ir import Buffer, PrimFunc
 from ..te.expr import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var, is_float, is_int
-from .llvm_intrinsics import CONTRACT, I32, emit_intrinsic, like, splat
+from .llvm_intrinsics import CONTRACT, I32, declare, emit_intrinsic, like, splat
 from .llvm_vector import needs_lazy
 
 I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
@@ -34,6 +34,7 @@ class Frame:
     vars: dict[Var, ir.Value]
     buffers: dict[Buffer, ir.Value]
     in_parallel: bool
+    streamed: bool = False  # non-temporal stores were emitted: a fence before returning orders them
 
     @classmethod
     def open(cls, fn: ir.Function, in_parallel: bool) -> Frame:
@@ -41,8 +42,19 @@ class Frame:
         return cls(fn, entry, ir.IRBuilder(fn.append_basic_block("start")), {}, {}, in_parallel)
 
     def close(self) -> None:
+        if self.streamed:
+            self.fence_streams()
         self.b.ret_void()
         self.entry.branch(self.fn.blocks[1])
+
+    def fence_streams(self) -> None:
+        """``sfence`` on x86, as glibc ends its streaming copies (LLVM 22 makes a seq_cst fence a locked
+        ``or``, which x86 does not document as ordering non-temporal stores); a full fence elsewhere."""
+        module = self.fn.module
+        if module.triple.startswith(("x86_64", "i386", "i686")):
+            self.b.call(declare(module, "llvm.x86.sse.sfence", ir.FunctionType(ir.VoidType(), [])), [])
+        else:
+            self.b.fence("seq_cst")
 
     def alloca(self, ty: ir.Type, name: str, align: int = 64) -> ir.Value:
         inst = self.entry.alloca(ty, name=name)

@@ -21,7 +21,7 @@ ANNOTATIONS = ("parallel", "vectorized", "unrolled", "thread_binding")
 THREAD_TAGS = (
     "blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread",
 )  # fmt: skip
-PRAGMAS = ("auto_unroll_max_step", "unswitch_rows")  # unswitch_rows: lower/unswitch.py
+PRAGMAS = ("auto_unroll_max_step", "unswitch_rows", "stream_stores")  # unswitch.py, llvm_stream.py
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,9 @@ class Stage:
 
     def pragma(self, axis: AxisRef, key: str, value: int) -> None:
         """``pragma(axis, "auto_unroll_max_step", n)``: unroll loops inside ``axis`` of at most n steps;
-        ``pragma(axis, "unswitch_rows", 1)``: padding tests leave a register tile's row loops inside it."""
+        ``pragma(axis, "unswitch_rows", 1)``: padding tests leave a register tile's row loops inside it;
+        ``pragma(axis, "stream_stores", 1)`` on a vectorized row loop: its aligned vectors are stored
+        non-temporally, past the caches (an output not read again soon)."""
         self._check_compute("pragma")
         iv = self._leaf("pragma", axis)
         if key not in PRAGMAS:
