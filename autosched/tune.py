@@ -126,7 +126,8 @@ class Tuner:
         return LocalMeasurer(builder, runner)
 
     def _task(self, inst: WorkloadInstance, cores: int, lanes: int) -> TaskState:
-        policy: Any = SketchPolicy(list(inst.outputs), cores=cores, lanes=lanes)
+        stream = self.options.stream_outputs
+        policy: Any = SketchPolicy(list(inst.outputs), cores=cores, lanes=lanes, stream_outputs=stream)
         # --- GPU-style targets (issue 6): blocks, threads and shared memory instead of cores and lanes ---
         if self.adapter.spec.style == "gpu":
             from .search_space.gpu_sketch import GPUSketchPolicy

@@ -74,6 +74,8 @@ class TuneOptions:
     cost_model: str | None = None  # guides a workload that has no record on this chip yet
     # --- the finalists round (issue 17): the best few timed again over fresh processes; 0: none ---
     finalists: int = 4
+    # --- streaming stores (issue 17): an output not read again soon may be stored past the caches ---
+    stream_outputs: bool = True  # ModelTuner turns it off: each task's output is the next one's input
 
     def __post_init__(self) -> None:
         """Refuse values that would make a run do nothing or loop forever, naming the CLI option."""

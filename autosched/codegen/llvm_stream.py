@@ -59,19 +59,20 @@ def emit_stream_loop(cg: LLVMCodegen, loop: For, store: Store) -> None:
     tail = b.add(head, b.mul(vectors, ir.Constant(I64, lanes)))
     cg.serial_loop(loop.var, ir.Constant(I64, 0), head, loop.body)
     zero = ir.Constant(I64, 0)
-    cg.range_loop(f"{loop.var.name}.stream", zero, vectors, lambda k: _vector_body(cg, loop, head, k, lanes))
+    vector_body = lambda k: _vector_body(cg, loop, store, head, k, lanes)  # noqa: E731
+    cg.range_loop(f"{loop.var.name}.stream", zero, vectors, vector_body)
     cg.serial_loop(loop.var, tail, extent, loop.body)
     cg.frame.streamed = True
 
 
-def _vector_body(cg: LLVMCodegen, loop: For, head: ir.Value, k: ir.Value, lanes: int) -> None:
+def _vector_body(cg: LLVMCodegen, loop: For, store: Store, head: ir.Value, k: ir.Value, lanes: int) -> None:
     b = cg.frame.b
     base = b.add(head, b.mul(k, ir.Constant(I64, lanes)))
     steps = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
     values = b.add(cg.widen(base, lanes), steps)
-    cg.vector, cg.vector_first, cg.streaming = (loop.var, lanes), base, loop.body
+    cg.vector, cg.vector_first, cg.streaming = (loop.var, lanes), base, store
     try:
-        cg.with_var(loop.var, values, lambda: cg.stmt(loop.body))
+        cg.with_var(loop.var, values, lambda: cg.stmt(store))
     finally:
         cg.vector, cg.vector_first, cg.streaming = None, 0, None
 

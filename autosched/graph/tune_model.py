@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,9 @@ class ModelTuner:
         """``tuner_factory``: makes the Tuner, as Tuner's own arguments do (a farm's tuner, issue 15)."""
         from ..search.task_scheduler import RoundGradientScheduler
 
-        self.options = options or TuneOptions(flush_cache=True)  # weights arrive cold in the model
+        # Weights arrive cold in the model; each task's output is the next task's input, so it is not
+        # stored past the caches (issue 17's streaming stores) where the reader would fetch it back.
+        self.options = replace(options or TuneOptions(flush_cache=True), stream_outputs=False)
         self.graph: Graph = as_graph(model, input_shapes)
         self.task_graph: TaskGraph = extract_tasks(self.graph)
         self.weights = [float(t.weight) for t in self.task_graph.tasks]

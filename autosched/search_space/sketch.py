@@ -59,15 +59,22 @@ __all__ = [
 class SketchPolicy:
     """``registers``: vector registers the accumulator tile may fill; by default 32 - 4 with 16
     float32 lanes (AVX-512 has 32) and 16 - 4 otherwise (AVX2, SSE; conservative elsewhere), 4 left
-    for the operands."""
+    for the operands. ``stream_outputs``: large outputs may be stored past the caches (the ``/stream``
+    decision of sketch_reduction); off where another kernel reads the output next (a model's tasks)."""
 
     def __init__(
-        self, outputs: Sequence[Tensor], cores: int = 2, lanes: int = 16, registers: int | None = None
+        self,
+        outputs: Sequence[Tensor],
+        cores: int = 2,
+        lanes: int = 16,
+        registers: int | None = None,
+        stream_outputs: bool = True,
     ):
         self.outputs = list(outputs)
         self.cores = cores
         self.lanes = lanes
         self.registers = registers or vector_registers(lanes) - 4
+        self.stream_outputs = stream_outputs
 
     def sample(self, rng: random.Random, decisions: Decisions | None = None) -> tuple[Schedule, Decisions]:
         """A random candidate; choices already in ``decisions`` are reused where still valid."""

@@ -94,7 +94,12 @@ class ReductionRules(BuilderBase):
         are overwritten (five-point stencil, 2046 x 2046 outputs: 0.88 -> 0.74 ms on two cores)."""
         op = st.op
         assert isinstance(op, ComputeOp)
-        if not st.is_output or not op.axis or op.axis[-1].extent < 4 * self.p.lanes:
+        if (
+            not self.p.stream_outputs
+            or not st.is_output
+            or not op.axis
+            or op.axis[-1].extent < 4 * self.p.lanes
+        ):
             return False
         if _prod([a.extent for a in op.axis]) * np.dtype(op.dtype).itemsize < STREAM_MIN_BYTES:
             return False

@@ -117,3 +117,22 @@ def test_the_sketch_offers_streaming_for_large_outputs_only_and_its_samples_matc
             assert "nontemporal" in _ir(big, sch)
         assert_matches_numpy(sch, big, seed=seed)
     assert seen == {False, True}
+
+
+def test_no_streaming_where_the_output_is_the_next_kernels_input() -> None:
+    big = stencil(514, 514)
+    policy = SketchPolicy([big[-1]], cores=2, lanes=16, stream_outputs=False)
+    assert all("out/stream" not in policy.sample(random.Random(seed))[1] for seed in range(6))
+
+
+def test_model_tuning_turns_streaming_off_for_its_tasks(tmp_path) -> None:
+    from autosched.graph.tune_model import ModelTuner
+    from autosched.tune import TuneOptions
+    from tests.graph.builders import resnet_like
+
+    mt = ModelTuner(
+        resnet_like(blocks=1, channels=4, size=4), "llvm-cpu", tmp_path / "m.jsonl", TuneOptions()
+    )
+    assert mt.options.stream_outputs is False
+    assert all(t.strategy.policy.stream_outputs is False for t in mt.states)
+    assert TuneOptions().stream_outputs is True  # a single op's own tuning may stream
