@@ -159,7 +159,8 @@ class LLVMCodegen(ExprCodegen):
 
     def stmt_For(self, s: For) -> None:
         """serial: a loop. unrolled: the body ``extent`` times. vectorized: one body in vector types when
-        :func:`why_not_vectorizable` allows, else serial. parallel: the outermost becomes a libgomp region,
+        :func:`why_not_vectorizable` allows, else serial; marked ``stream_stores``, a row of aligned
+        non-temporal vectors (:mod:`.llvm_stream`). parallel: the outermost becomes a libgomp region,
         nested ones run serially. thread_binding: refused, it needs a GPU."""
         if s.kind == "thread_binding":
             raise CompileError(

@@ -48,8 +48,8 @@ class Frame:
         self.entry.branch(self.fn.blocks[1])
 
     def fence_streams(self) -> None:
-        """``sfence`` on x86, as glibc ends its streaming copies (LLVM 22 makes a seq_cst fence a locked
-        ``or``, which x86 does not document as ordering non-temporal stores); a full fence elsewhere."""
+        """``sfence`` on x86, the fence documented for non-temporal stores and the one glibc's streaming
+        copies end with (LLVM 22 emits a seq_cst fence as a locked ``or``); a full fence elsewhere."""
         module = self.fn.module
         if module.triple.startswith(("x86_64", "i386", "i686")):
             self.b.call(declare(module, "llvm.x86.sse.sfence", ir.FunctionType(ir.VoidType(), [])), [])

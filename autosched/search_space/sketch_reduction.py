@@ -13,7 +13,7 @@ from .stage import Split, Stage
 
 ONE_PASS_BYTES = 512 * 1024  # well inside a core's L2 (1-2 MiB on the CPUs here)
 PARALLEL_CHUNKS = 16  # parallel iterations a core that are enough to balance the load
-STREAM_MIN_BYTES = 1 << 20  # an output past a core's L2 is not read back from cache by the next op
+STREAM_MIN_BYTES = 1 << 20  # a smaller output stays in a core's L2 for its next reader: not streamed
 
 
 class ReductionRules(BuilderBase):
