@@ -40,6 +40,7 @@ class LLVMCodegen(ExprCodegen):
         self.func = func
         self.avx512 = avx512
         self.chunk_lanes = max(1, vector_bits // 32)  # float32 lanes of one native register
+        self.vector_bytes = self.chunk_lanes * 4  # bytes of one native register
         self.module = ir.Module(name=func.name)
         self.module.triple = triple
         self.module.data_layout = datalayout
@@ -121,11 +122,11 @@ class LLVMCodegen(ExprCodegen):
             b.store(value, addr, align=align)
         elif kind == "vector":
             assert self.vector is not None
-            if s is self.streaming:  # a whole vector at an aligned address: it streams
-                vector, ptr = self.widen(value, self.vector[1]), self.gep(s.buffer, addr)
-                mark_nontemporal(self.module, b.store(vector, ptr, align=self.chunk_lanes * 4))
-            else:
-                b.store(self.widen(value, self.vector[1]), self.gep(s.buffer, addr), align=align)
+            streams = s is self.streaming  # a whole vector at an aligned address
+            vector, ptr = self.widen(value, self.vector[1]), self.gep(s.buffer, addr)
+            stored = b.store(vector, ptr, align=self.vector_bytes if streams else align)
+            if streams:
+                mark_nontemporal(self.module, stored)
         else:  # scatter, lane by lane in order
             if kind.startswith("stride"):
                 addr = self.lane_indices(addr, int(kind[6:]))

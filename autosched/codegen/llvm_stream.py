@@ -42,23 +42,22 @@ def emit_stream_loop(cg: LLVMCodegen, loop: For, store: Store) -> None:
     """Scalar head to the first aligned vector, aligned non-temporal vectors, scalar tail."""
     b = cg.frame.b
     item = ITEM_BYTES[store.buffer.dtype]
-    vector_bytes = cg.chunk_lanes * 4
+    vector_bytes = cg.vector_bytes
     lanes = vector_bytes // item
-    extent = ir.Constant(I64, loop.extent)
+    zero, extent = ir.Constant(I64, 0), ir.Constant(I64, loop.extent)
     first: list[ir.Value] = []  # the address of the row's first item
     address = lambda: first.append(cg.address(store.buffer, store.indices)[1])  # noqa: E731
-    cg.with_var(loop.var, ir.Constant(I64, 0), address)
+    cg.with_var(loop.var, zero, address)
     mask = ir.Constant(I64, vector_bytes - 1)
     misaligned = b.and_(b.ptrtoint(first[0], I64), mask)
     to_boundary = b.and_(b.sub(ir.Constant(I64, vector_bytes), misaligned), mask)
     # An address that is not even a multiple of the item size never reaches a boundary: all scalar.
-    whole_items = b.icmp_unsigned("==", b.urem(misaligned, ir.Constant(I64, item)), ir.Constant(I64, 0))
+    whole_items = b.icmp_unsigned("==", b.urem(misaligned, ir.Constant(I64, item)), zero)
     head = b.udiv(to_boundary, ir.Constant(I64, item))
     head = b.select(b.and_(whole_items, b.icmp_unsigned("<", head, extent)), head, extent)
     vectors = b.udiv(b.sub(extent, head), ir.Constant(I64, lanes))
     tail = b.add(head, b.mul(vectors, ir.Constant(I64, lanes)))
-    cg.serial_loop(loop.var, ir.Constant(I64, 0), head, loop.body)
-    zero = ir.Constant(I64, 0)
+    cg.serial_loop(loop.var, zero, head, loop.body)
     vector_body = lambda k: _vector_body(cg, loop, store, head, k, lanes)  # noqa: E731
     cg.range_loop(f"{loop.var.name}.stream", zero, vectors, vector_body)
     cg.serial_loop(loop.var, tail, extent, loop.body)
