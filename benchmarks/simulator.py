@@ -17,6 +17,10 @@ For the four workloads of search_efficiency.py plus a depthwise conv, a max pool
 ``--threads 1`` measures one thread and models a one-core chip (steadier on a busy machine).
 Timing on a machine shared with other work is noisy: the full figures need it alone.
 
+Each candidate is measured ``--passes`` times (2), a pass over all of them before the next, and keeps
+its least time; the first two passes against each other give the retest correlation, the machine's own
+noise (0.51-0.96 on a 2-core VM, 2026-12-06), which weighs on every model's figure.
+
 In pieces, resumable (:mod:`simulator_store`): every candidate measured is appended to ``--store``
 (keyed by the hash of its lowered IR, the target, threads and repeats), so a rerun or a later piece
 measures only what is new, and a change to the model re-predicts every stored candidate without
@@ -38,9 +42,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import random
-import shlex
 import statistics
 import sys
 import tempfile
@@ -61,7 +65,7 @@ from autosched.search_space.schedule import replay
 from autosched.search_space.sketch import SketchPolicy
 from autosched.search_space.trace import trace_to_json
 from autosched.sim.chip import load_chip, shipped_chips, write_chip
-from autosched.sim.model import SIM_MODEL_VERSION, predict
+from autosched.sim.model import predict
 from autosched.te.workload import WorkloadInstance
 from autosched.topi.workloads import (
     make_conv2d,
@@ -75,7 +79,8 @@ from autosched.topi.workloads import (
 from autosched.tune import TuneOptions, Tuner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simulator_store import Store, ir_hash, measure_key, tuning_key
+from simulator_plan import piece_flags, plan, print_plan, tuning_piece_key
+from simulator_store import Store, ir_hash, measure_key
 
 FULL = {
     "matmul": lambda: make_matmul(1024, 1024, 1024),
@@ -189,23 +194,15 @@ def correlation(name: str, tensors: list, target: str, chip_file: str, args: arg
     ``chip_file``. ``run=False``: measure nothing (``missing`` counts what is not stored)."""
     cands = sample_candidates(name, tensors, chip_file, args)
     key = measure_key(name, args.sizes, target, args.threads, args.repeat)
-    stored = store.measured(key)
-    todo = [c for c in cands if args.again or c[2] not in stored]
     start = time.perf_counter()
-    if todo and run:
-        inst = WorkloadInstance(name, {}, tuple(tensors))
-        task = MeasureTask.create(name, tensors, target, flops=inst.flop_count())
-        with _measurer(target, args) as m:
-            for i in range(0, len(todo), 16):
-                batch = todo[i : i + 16]
-                t0 = time.perf_counter()
-                results = m.measure(task, [c[0] for c in batch])
-                each = (time.perf_counter() - t0) / len(batch)
-                for (_, _, ir), res in zip(batch, results):
-                    if res.ok:  # another process can only make a run slower: the least of the repeats
-                        store.add_measured(key, ir, min(res.costs), each)
-                    else:  # kept only when the kernel's own failure (see simulator_store.PERMANENT)
-                        store.add_measured(key, ir, None, each, f"{res.error}: {res.error_msg}")
+    measured_now = 0
+    # Pass by pass, all candidates of a pass before any of the next, so that the passes of one kernel
+    # are minutes apart: a slow spell of the machine then costs one pass, not the kernel's least time.
+    for n in [*range(1, args.passes + 1), *([math.inf] if args.again else [])]:  # --again: one more
+        todo = [c for c in cands if _needs_pass(store, key, c[2], n)]
+        if todo and run:
+            _measure(name, tensors, target, args, store, key, todo)
+        measured_now += len(todo)
     stored = store.measured(key)  # with what this run added
     chip = load_chip(chip_file)
     measured, modeled, kept, missing = [], [], [], 0
@@ -218,11 +215,41 @@ def correlation(name: str, tensors: list, target: str, chip_file: str, args: arg
             modeled.append(predict(func, chip).seconds)
             kept.append(trace_to_json(trace))  # in --json: what to look at where the model is wrong
     rho = spearman(measured, modeled)
+    # The machine against itself: two passes of the same kernels rank alike only as far as its noise
+    # allows, and that noise caps what any model's correlation with the measurements can reach.
+    passes = store.passes(key)
+    twice = [passes[ir][:2] for _, _, ir in cands if len(passes.get(ir, ())) >= 2]
+    retest = spearman([t[0] for t in twice], [t[1] for t in twice])
     ratio = statistics.median(p / t for p, t in zip(modeled, measured)) if measured else float("nan")
     return {"workload": name, "target": target, "chip": chip_file, "candidates": len(cands),
-            "ok": len(measured), "missing": missing, "measured_now": len(todo) if run else 0,
-            "spearman": rho, "modeled_over_measured": ratio, "seconds": time.perf_counter() - start,
+            "ok": len(measured), "missing": missing, "measured_now": measured_now if run else 0,
+            "spearman": rho, "retest": retest, "retest_n": len(twice), "modeled_over_measured": ratio,
+            "seconds": time.perf_counter() - start,
             "measured": measured, "modeled": modeled, "traces": kept}  # fmt: skip
+
+
+def _needs_pass(store: Store, key: str, ir: str, n: float) -> bool:
+    """Whether candidate ``ir`` still lacks its ``n``-th pass (a kernel's own failure needs none)."""
+    rec = store.measured(key).get(ir)
+    return rec is None or (rec["cost"] is not None and len(store.passes(key).get(ir, ())) < n)
+
+
+def _measure(name: str, tensors: list, target: str, args: argparse.Namespace, store: Store, key: str,
+             todo: list[tuple]) -> None:  # fmt: skip
+    """One pass over ``todo`` on ``target``, in batches of 16, each candidate appended to ``store``."""
+    inst = WorkloadInstance(name, {}, tuple(tensors))
+    task = MeasureTask.create(name, tensors, target, flops=inst.flop_count())
+    with _measurer(target, args) as m:
+        for i in range(0, len(todo), 16):
+            batch = todo[i : i + 16]
+            t0 = time.perf_counter()
+            results = m.measure(task, [c[0] for c in batch])
+            each = (time.perf_counter() - t0) / len(batch)
+            for (_, _, ir), res in zip(batch, results):
+                if res.ok:  # another process can only make a run slower: the least of the repeats
+                    store.add_measured(key, ir, min(res.costs), each)
+                else:  # kept only when the kernel's own failure (see simulator_store.PERMANENT)
+                    store.add_measured(key, ir, None, each, f"{res.error}: {res.error_msg}")
 
 
 def tune_best(name: str, tensors: list, target: str, args: argparse.Namespace, log: Path) -> Any:
@@ -259,62 +286,6 @@ def sim_vs_real(name: str, tensors: list, target: str, chip_file: str, args: arg
             "seconds": time.perf_counter() - start}  # fmt: skip
 
 
-# Wall seconds per candidate measured (compile, check, time) and per tuning trial, until the store has
-# its own (one thread, core shared with three other jobs): --quick candidates took 0.2-2.1 s (median per
-# workload), full-size ones (4 each of depthwise, matmul 1024^3, pool) 1.3-2.2 s; a --quick tuning
-# piece of 8 trials 23 s (1.5 s a trial, the simulator's and the target's runs together).
-SECONDS = {"candidate": {"quick": 1.0, "full": 2.0}, "trial": {"quick": 1.5, "full": 2.0}}
-
-
-def piece_flags(argv: list[str]) -> str:
-    """The options every piece repeats: all but the pieces' own and those that run nothing."""
-    out, skip = [], False
-    for tok in argv:
-        if tok.startswith("--"):
-            name = tok.split("=", 1)[0]
-            skip = name in ("--workloads", "--targets", "--sections", "--json")
-            if skip or name in ("--report", "--estimate"):
-                continue
-        if not skip:
-            out.append(shlex.quote(tok))
-    return "".join(f"{t} " for t in out)
-
-
-def plan(args: argparse.Namespace, store: Store, names: list[str], targets: list[str],
-         sections: set[str], chips: dict[str, str]) -> list[tuple[str, str, str, float]]:  # fmt: skip
-    """The pieces still to run: (section, target, workload, estimated seconds). A correlation piece
-    counts its candidates not yet stored (stored ones of an older sketch may count as done)."""
-    out = []
-    for target in targets:
-        for name in names:
-            if "correlation" in sections:
-                key = measure_key(name, args.sizes, target, args.threads, args.repeat)
-                missing = (
-                    args.candidates if args.again else max(0, args.candidates - len(store.measured(key)))
-                )
-                each = store.seconds_per_candidate(key) or SECONDS["candidate"][args.sizes]
-                if missing:
-                    out.append(("correlation", target, name, missing * each))
-            if "tuning" in sections and store.tuning(_tuning_key(name, target, chips[target], args)) is None:
-                each = store.seconds_per_trial(name, target, args.sizes) or SECONDS["trial"][args.sizes]
-                out.append(("tuning", target, name, 2 * args.trials * each))
-    return out
-
-
-def print_plan(todo: list[tuple[str, str, str, float]], args: argparse.Namespace) -> None:
-    for section, target, name, secs in todo:
-        cmd = (f"python benchmarks/simulator.py {args.flags}--workloads {name} "
-               f"--targets {shlex.quote(target)} --sections {section}")  # fmt: skip
-        print(f"  piece {section:11s} {target:24s} {name:10s} about {secs / 60:5.1f} min: {cmd}")
-    total = sum(t[3] for t in todo)
-    print(f"{len(todo)} piece(s) to run, about {total / 60:.0f} min in all" if todo else "nothing to run")
-
-
-def _tuning_key(name: str, target: str, chip_file: str, args: argparse.Namespace) -> str:
-    return tuning_key(name, args.sizes, target, load_chip(chip_file).sha, args.trials, args.seed,
-                      args.threads, args.batch_size, SIM_MODEL_VERSION)  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes, 24 candidates, 16 trials: a smoke test")
@@ -340,8 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="also write the raw results (every time pair) to this file")
     p.add_argument("--store", help="measured candidates and finished tuning pieces, reused by reruns "
                    "(default benchmarks/stores/simulator_CPU_Nc[_quick].jsonl, this host's)")  # fmt: skip
+    p.add_argument("--passes", type=int, default=2, help="times each candidate is measured, a pass "
+                   "over all at a time; it keeps its least (two give the retest correlation)")  # fmt: skip
     p.add_argument(
-        "--again", action="store_true", help="measure stored candidates again (each keeps its least)"
+        "--again", action="store_true", help="measure stored candidates once more (each keeps its least)"
     )
     p.add_argument("--estimate", action="store_true", help="print the pieces still to run, minutes each")
     p.add_argument("--report", action="store_true", help="print the figures from the store; measure nothing")
@@ -353,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     args.trials = args.trials or (16 if args.quick else 200)
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    if args.passes < 1:
+        p.error(f"--passes {args.passes}: each candidate needs at least one pass")
     bad = [w for w in names if w not in sizes] + [t for t in targets if t not in CHIPS]
     if bad:
         p.error(f"unknown workload(s) or target(s): {', '.join(bad)}")
@@ -378,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"modeled/measured median {r['modeled_over_measured']:.2f}, {r['seconds']:.0f} s)",
                       flush=True)  # fmt: skip
             if "tuning" in sections:
-                key = _tuning_key(name, target, chip_file, args)
+                key = tuning_piece_key(name, target, chip_file, args)
                 got = store.tuning(key)
                 if got is None and run:
                     got = sim_vs_real(name, sizes[name](), target, chip_file, args, tmp)
@@ -391,11 +366,15 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)  # fmt: skip
     print()
     if out["correlation"]:
-        print("Spearman rank correlation, modeled vs measured (goal >= 0.8)")
+        print(
+            "Spearman rank correlation, modeled vs measured (goal >= 0.8); retest: the first two passes "
+            "of the same candidates against each other, the machine's own noise"
+        )
         for r in out["correlation"]:
             short = f", {r['missing']} not measured" if r["missing"] else ""
             where = f"({r['ok']} candidates{short}, {r['chip']})"
-            print(f"  {r['target']:24s} {r['workload']:10s} {r['spearman']:6.3f}  {where}")
+            again = f"retest {r['retest']:6.3f}" if r["retest_n"] >= 3 else "retest    n/a"
+            print(f"  {r['target']:24s} {r['workload']:10s} {r['spearman']:6.3f}  {again}  {where}")
         rhos = [r["spearman"] for r in out["correlation"] if r["spearman"] == r["spearman"]]
         if rhos:
             print(f"  median {statistics.median(rhos):.3f}, min {min(rhos):.3f}")

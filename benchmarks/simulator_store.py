@@ -6,7 +6,8 @@ One JSON-lines file (``--store``), each line versioned (``"v": 1``) and of one k
   (workload, sizes, target, threads, repeats) and the hash of its lowered loop IR (``ir``), so a change
   to the sketch or to lowering that yields another kernel is measured anew, while a change to the model
   re-predicts the stored kernels without timing any of them; measured again (``--again``), a candidate
-  keeps its least time; a failure is kept only when it is the kernel's own (``PERMANENT``).
+  keeps its least time (every pass's is kept too, for the retest correlation); a failure is kept only
+  when it is the kernel's own (``PERMANENT``).
   ``seconds``: the wall time its batch took a candidate (compile, check, time), for ``--estimate``.
 - ``tuning``: one finished tuning piece (workload, target, chip file content, trials, seed, threads,
   batch size, model version) with both picks' times.
@@ -56,6 +57,7 @@ class Store:
         self.path = path
         self._measured: dict[str, dict[str, dict[str, Any]]] = {}
         self._tuning: dict[str, dict[str, Any]] = {}
+        self._passes: dict[str, dict[str, list[float]]] = {}
         if path.exists():
             for line in path.read_text().splitlines():
                 try:
@@ -78,11 +80,18 @@ class Store:
         """The stored candidates of one piece: ir hash -> {"cost": seconds or None (failed), ...}."""
         return self._measured.get(key, {})
 
+    def passes(self, key: str) -> dict[str, list[float]]:
+        """Every time measured of each stored candidate of one piece, in the order measured (a pass of
+        ``--again`` adds one): two passes tell how far the machine's own noise lets any model rank."""
+        return self._passes.get(key, {})
+
     def _keep(self, rec: dict[str, Any]) -> None:
         """A candidate measured again keeps its least time (another process only makes a run slower);
         a failure counts only when it is the kernel's own (the others are measured again next time)."""
         if rec["cost"] is None and str(rec.get("error", "")).split(":", 1)[0] not in PERMANENT:
             return
+        if rec["cost"] is not None:
+            self._passes.setdefault(rec["key"], {}).setdefault(rec["ir"], []).append(rec["cost"])
         piece = self._measured.setdefault(rec["key"], {})
         old = piece.get(rec["ir"])
         if old is None or (rec["cost"] is not None and (old["cost"] is None or rec["cost"] < old["cost"])):

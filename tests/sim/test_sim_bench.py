@@ -47,7 +47,8 @@ class FakeMeasurer:
 
 def _args(bench: ModuleType, store: Path, *extra: str) -> list[str]:
     return ["--quick", "--workloads", "layer_norm", "--targets", "llvm-cpu", "--sections", "correlation",
-            "--candidates", "5", "--threads", "1", "--store", str(store), *extra]  # fmt: skip
+            "--candidates", "5", "--threads", "1", "--store", str(store),
+            "--passes", "1", *extra]  # fmt: skip
 
 
 def test_a_rerun_measures_only_what_is_not_stored(tmp_path, bench, monkeypatch, capsys):
@@ -81,6 +82,25 @@ def test_measured_again_a_candidate_keeps_its_least_time(tmp_path, bench):
     assert again.measured("k")["a"]["cost"] == 2e-6 and again.measured("k")["b"]["cost"] == 5e-6
     assert "c" not in again.measured("k")  # the machine's failure: measured again next time
     assert again.measured("k")["d"]["cost"] is None  # the kernel's own: not measured again
+
+
+def test_two_passes_by_default_each_kept_and_their_retest_correlation(tmp_path, bench, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "_measurer", lambda target, args: FakeMeasurer())
+    path = tmp_path / "s.jsonl"
+    FakeMeasurer.asked = []
+    bench.main(_args(bench, path))  # --passes 1
+    assert "retest    n/a" in capsys.readouterr().out and FakeMeasurer.asked == [5]
+    default = _args(bench, path)[:-2]  # without --passes 1: two passes, so only the second one runs
+    assert bench.main([*default, "--estimate"]) == 0 and "1 piece(s) to run" in capsys.readouterr().out
+    bench.main(default)
+    assert FakeMeasurer.asked == [5, 5] and "retest  1.000" in capsys.readouterr().out  # the fake agrees
+    bench.main([*default, "--again"])  # one pass more
+    assert FakeMeasurer.asked == [5, 5, 5]
+    store = bench.Store(path)
+    (key,) = {json.loads(x)["key"] for x in path.read_text().splitlines()}
+    assert len(store.passes(key)) == 5 and all(len(costs) == 3 for costs in store.passes(key).values())
+    assert store.passes("another piece") == {}
+    assert bench.main([*default, "--estimate"]) == 0 and "nothing to run" in capsys.readouterr().out
 
 
 def test_report_measures_nothing_and_says_what_is_missing(tmp_path, bench, monkeypatch, capsys):
