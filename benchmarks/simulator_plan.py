@@ -58,8 +58,9 @@ def plan(args: argparse.Namespace, store: Store, names: list[str], targets: list
                 each = store.seconds_per_candidate(key) or SECONDS["candidate"][args.sizes]
                 if missing:
                     out.append(("correlation", target, name, missing * each))
-            tuned = store.tuning(tuning_piece_key(name, target, chips[target], args))
-            if "tuning" in sections and tuned is None:
+            if "tuning" not in sections:
+                continue
+            if store.tuning(tuning_piece_key(name, target, chips[target], args)) is None:
                 each = store.seconds_per_trial(name, target, args.sizes) or SECONDS["trial"][args.sizes]
                 out.append(("tuning", target, name, 2 * args.trials * each))
     return out
