@@ -61,6 +61,7 @@ from autosched.measure.measure import LocalMeasurer
 from autosched.measure.runner import LocalRunner
 from autosched.measure.task import MeasureTask
 from autosched.records.log import trace_key
+from autosched.search.transfer import rank_correlation
 from autosched.search_space.schedule import replay
 from autosched.search_space.sketch import SketchPolicy
 from autosched.search_space.trace import trace_to_json
@@ -104,25 +105,11 @@ CHIPS = {"llvm-cpu": "rocketlake", "llvm-cpu -mcpu=haswell": "avx2-desktop"}
 
 
 def spearman(a: list[float], b: list[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties); nan for fewer than 3 points."""
-    if len(a) < 3:
+    """Spearman's rank correlation (:func:`~autosched.search.transfer.rank_correlation`, average ranks
+    for ties); nan for fewer than 3 points or a constant side, so the report leaves it out."""
+    if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
         return float("nan")
-
-    def ranks(x: list[float]) -> np.ndarray:
-        v = np.asarray(x, dtype=np.float64)
-        order = np.argsort(v, kind="stable")
-        r = np.empty(len(v))
-        r[order] = np.arange(len(v), dtype=np.float64)
-        for value in np.unique(v):  # ties share their mean rank
-            tie = v == value
-            if tie.sum() > 1:
-                r[tie] = r[tie].mean()
-        return r
-
-    ra, rb = ranks(a), ranks(b)
-    if ra.std() == 0 or rb.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(ra, rb)[0, 1])
+    return rank_correlation(np.asarray(a), np.asarray(b))
 
 
 def host_cpu() -> str:
