@@ -6,6 +6,10 @@ For the four workloads of search_efficiency.py plus a depthwise conv, a max pool
    schedules sampled from the sketch rules, on this machine (``llvm-cpu`` modeled from ``--chip``,
    default the shipped file of this CPU, else ``rocketlake``) and for ``llvm-cpu -mcpu=haswell``
    modeled from the AVX2 chip file (``avx2-desktop``; another chip, its code measured here). Goal: >= 0.8.
+   The haswell code runs on this machine, so its chip is the AVX2 file's core (vector width,
+   registers, FMA units and latency, ports) on the native chip's cores, clock, caches and memory
+   (:func:`~autosched.sim.chip.core_on_machine`); the data sheet's whole chip (an i7-4770: 4 cores,
+   256 KiB L2, 8 MiB L3) describes another machine's memory, and its figure is printed beside.
 2. Tuning on the simulator: the best schedule found by ``--trials`` trials on ``sim -chip=...``, timed
    for real, relative to the best found by the same trials on the real target (``real best time / time
    of the simulator's pick``). Goal: >= 0.8.
@@ -65,7 +69,7 @@ from autosched.search.transfer import rank_correlation
 from autosched.search_space.schedule import replay
 from autosched.search_space.sketch import SketchPolicy
 from autosched.search_space.trace import trace_to_json
-from autosched.sim.chip import load_chip, shipped_chips, write_chip
+from autosched.sim.chip import core_on_machine, load_chip, shipped_chips, write_chip
 from autosched.sim.model import predict
 from autosched.te.workload import WorkloadInstance
 from autosched.topi.workloads import (
@@ -134,14 +138,28 @@ def default_store(quick: bool) -> Path:
 
 
 def _chip_for(args: argparse.Namespace, target: str, tmp: Path) -> str:
-    """The chip file for ``target``; with --threads, a copy with that many cores (as the runner runs)."""
-    name = (args.chip or native_chip()) if target == "llvm-cpu" else (args.avx2_chip or CHIPS[target])
+    """The chip file for ``target``: the native chip, or the AVX2 core on it unless --avx2-chip names a
+    whole chip; with --threads, a copy with that many cores (as the runner runs)."""
+    native = args.chip or native_chip()
+    if target == "llvm-cpu":
+        name = native
+    elif args.avx2_chip:
+        name = args.avx2_chip
+    else:
+        chip = core_on_machine(load_chip(CHIPS[target]), load_chip(native))
+        name = str(tmp / f"{chip.name}.json")
+        write_chip(chip, name)
     if not args.threads:
         return name
     chip = dataclasses.replace(load_chip(name), cores=args.threads)
     path = tmp / f"{Path(name).stem}-{args.threads}core.json"
     write_chip(chip, path)
     return str(path)
+
+
+def data_sheet_chip(args: argparse.Namespace, target: str) -> str | None:
+    """The data sheet's whole chip for a target modeled as its core on this machine (printed beside)."""
+    return CHIPS[target] if target != "llvm-cpu" and not args.avx2_chip else None
 
 
 def _measurer(target: str, args: argparse.Namespace) -> LocalMeasurer:
@@ -176,9 +194,10 @@ def sample_candidates(name: str, tensors: list, chip_file: str, args: argparse.N
 
 
 def correlation(name: str, tensors: list, target: str, chip_file: str, args: argparse.Namespace,
-                store: Store, run: bool = True) -> dict:  # fmt: skip
+                store: Store, run: bool = True, beside: str | None = None) -> dict:  # fmt: skip
     """Sample distinct candidates, measure on ``target`` those not yet in ``store``, model them all on
-    ``chip_file``. ``run=False``: measure nothing (``missing`` counts what is not stored)."""
+    ``chip_file`` (and on ``beside``, for comparison). ``run=False``: measure nothing (``missing``
+    counts what is not stored)."""
     cands = sample_candidates(name, tensors, chip_file, args)
     key = measure_key(name, args.sizes, target, args.threads, args.repeat)
     start = time.perf_counter()
@@ -192,7 +211,8 @@ def correlation(name: str, tensors: list, target: str, chip_file: str, args: arg
         measured_now += len(todo)
     stored = store.measured(key)  # with what this run added
     chip = load_chip(chip_file)
-    measured, modeled, kept, missing = [], [], [], 0
+    other = load_chip(beside) if beside else None
+    measured, modeled, modeled_beside, kept, missing = [], [], [], [], 0
     for trace, func, ir in cands:
         rec = stored.get(ir)
         if rec is None:
@@ -200,8 +220,11 @@ def correlation(name: str, tensors: list, target: str, chip_file: str, args: arg
         elif rec["cost"] is not None:
             measured.append(rec["cost"])
             modeled.append(predict(func, chip).seconds)
+            if other is not None:
+                modeled_beside.append(predict(func, other).seconds)
             kept.append(trace_to_json(trace))  # in --json: what to look at where the model is wrong
     rho = spearman(measured, modeled)
+    rho_beside = spearman(measured, modeled_beside) if other is not None else float("nan")
     # The machine against itself: two passes of the same kernels rank alike only as far as its noise
     # allows, and that noise caps what any model's correlation with the measurements can reach.
     passes = store.passes(key)
@@ -210,7 +233,8 @@ def correlation(name: str, tensors: list, target: str, chip_file: str, args: arg
     ratio = statistics.median(p / t for p, t in zip(modeled, measured)) if measured else float("nan")
     return {"workload": name, "target": target, "chip": chip_file, "candidates": len(cands),
             "ok": len(measured), "missing": missing, "measured_now": measured_now if run else 0,
-            "spearman": rho, "retest": retest, "retest_n": len(twice), "modeled_over_measured": ratio,
+            "spearman": rho, "beside": beside, "spearman_beside": rho_beside, "retest": retest,
+            "retest_n": len(twice), "modeled_over_measured": ratio,
             "seconds": time.perf_counter() - start,
             "measured": measured, "modeled": modeled, "traces": kept}  # fmt: skip
 
@@ -333,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         chip_file = chips[target]
         for name in names:
             if "correlation" in sections:
-                r = correlation(name, sizes[name](), target, chip_file, args, store, run)
+                beside = data_sheet_chip(args, target)
+                r = correlation(name, sizes[name](), target, chip_file, args, store, run, beside)
                 out["correlation"].append(r)
                 print(f"# {target:24s} {name:10s} spearman {r['spearman']:.3f} over {r['ok']} of "
                       f"{r['candidates']} ({r['measured_now']} measured now, {r['missing']} missing; "
@@ -359,12 +384,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         for r in out["correlation"]:
             short = f", {r['missing']} not measured" if r["missing"] else ""
-            where = f"({r['ok']} candidates{short}, {r['chip']})"
+            where = f"({r['ok']} candidates{short}, {Path(r['chip']).stem})"
             again = f"retest {r['retest']:6.3f}" if r["retest_n"] >= 3 else "retest    n/a"
-            print(f"  {r['target']:24s} {r['workload']:10s} {r['spearman']:6.3f}  {again}  {where}")
+            beside = f"  [{r['beside']} as a whole chip: {r['spearman_beside']:.3f}]" if r["beside"] else ""
+            print(f"  {r['target']:24s} {r['workload']:10s} {r['spearman']:6.3f}  {again}  {where}{beside}")
         rhos = [r["spearman"] for r in out["correlation"] if r["spearman"] == r["spearman"]]
         if rhos:
             print(f"  median {statistics.median(rhos):.3f}, min {min(rhos):.3f}")
+        beside = [r["spearman_beside"] for r in out["correlation"] if r["beside"]]
+        beside = [x for x in beside if x == x]
+        if beside:  # the rows modeled as a core on this machine, modeled from whole data-sheet chips
+            print(f"  [those rows from the data sheets' whole chips: median {statistics.median(beside):.3f}]")
     if out["tuning"]:
         print(f"Best found tuning on the simulator vs on the target, {args.trials} trials each (goal >= 0.8)")
         for r in out["tuning"]:

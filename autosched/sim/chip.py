@@ -270,3 +270,27 @@ def shipped_chips() -> list[str]:
 
 def write_chip(chip: ChipSpec, path: str | Path) -> None:
     Path(path).write_text(json.dumps(chip.to_json(), indent=1) + "\n")
+
+
+# What a core brings with it when its code runs on another machine (``-mcpu=haswell`` on a Xeon):
+# the ISA and the vector unit. Cores, clock, caches and memory stay the machine's.
+_CORE_FIELDS = ("isa", "llvm_cpu", "features", "simd_bits", "fma_units", "vector_registers",
+                "fma_latency_cycles", "load_ports", "store_ports", "store_forward_cycles")  # fmt: skip
+
+
+def core_on_machine(core: ChipSpec, machine: ChipSpec) -> ChipSpec:
+    """``core``'s ISA and vector unit (width, FMA units and latency, registers, ports) in ``machine``'s
+    cores, clock, caches and memory: the chip that code built for another CPU runs on here.
+
+    Example: ``core_on_machine(load_chip("avx2-desktop"), load_chip("emeraldrapids"))`` models
+    ``llvm-cpu -mcpu=haswell`` on an Emerald Rapids host.
+    """
+    if core.kind != "cpu" or machine.kind != "cpu":
+        raise ChipFileError(f"core_on_machine combines CPU chips; got {core.kind} and {machine.kind}")
+    data = machine.to_json()
+    data.update({k: v for k, v in core.to_json().items() if k in _CORE_FIELDS})
+    data["name"] = f"{core.name}-on-{machine.name}"
+    data["source"] = (
+        f"core (ISA, vector unit, ports) of {core.name}; cores, clock, caches and memory of {machine.name}"
+    )
+    return parse_chip(data, f"<{core.name} core on {machine.name}>")

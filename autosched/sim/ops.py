@@ -10,8 +10,12 @@ from ..codegen.llvm_vector import depends_on
 from ..lower.ir import Load
 from ..te.expr import Binary, Call, Cast, Compare, Expr, Logical, Not, Select, Var, children
 
-MATH_OPS = {"exp": 14, "log": 16, "tanh": 20, "sigmoid": 18, "erf": 24, "sqrt": 6, "rsqrt": 8, "pow": 32,
+# FMA-port slots of one vector evaluation. exp: 15 instructions with AVX-512 (codegen.llvm_intrinsics),
+# measured here at about 10 cycles a 16-lane vector beyond a plain FMA kernel (2026-12-06, Emerald
+# Rapids): 20 slots on 2 FMA units; the functions built on exp carry its cost.
+MATH_OPS = {"exp": 20, "log": 16, "tanh": 26, "sigmoid": 24, "erf": 30, "sqrt": 6, "rsqrt": 8, "pow": 32,
             "abs": 1, "floor": 1, "ceil": 1}  # fmt: skip
+EXP_BASED = frozenset({"exp", "tanh", "sigmoid", "erf"})  # codegen builds these on its exp
 
 
 def guarded_load(e: Expr, var: Var) -> bool:
@@ -37,11 +41,13 @@ def count_ops(
     inner: Var | None = None,
     div_ops: float = 8.0,
     affine_free: bool = False,
+    exp_extra: float = 0.0,
 ) -> tuple[float, float, float]:
     """(FMA-port slots that vary over the vector loop ``var``, those that do not (computed once per
     vector body), integer and boolean operations that vary over ``var`` or the innermost real loop
     ``inner``: the others are hoisted) of one evaluation of ``e``. A multiply feeding an add is one
-    FMA. ``affine_free``: integer ``+ - *`` cost nothing (a loop unrolled into constant offsets)."""
+    FMA. ``affine_free``: integer ``+ - *`` cost nothing (a loop unrolled into constant offsets).
+    ``exp_extra``: what ``exp`` (and the functions built on it) costs beyond its AVX-512 form."""
     memo: dict[tuple[int, int], bool] = {}
 
     def varies(n: Expr, v: Var | None) -> bool:
@@ -72,7 +78,7 @@ def count_ops(
                     cost = 0.0  # folded into the unrolled copies' constant offsets
                 stack.extend((n.a, n.b))
         elif isinstance(n, Call):
-            cost = MATH_OPS.get(n.name, 10)
+            cost = MATH_OPS.get(n.name, 10) + (exp_extra if n.name in EXP_BASED else 0.0)
             stack.extend(n.args)
         elif isinstance(n, (Compare, Logical)):
             cost = 1.0
