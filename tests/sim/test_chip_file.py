@@ -7,7 +7,7 @@ import json
 import pytest
 
 from autosched.errors import TargetError
-from autosched.sim.chip import ChipFileError, load_chip, parse_chip, shipped_chips
+from autosched.sim.chip import ChipFileError, core_on_machine, load_chip, parse_chip, shipped_chips
 from autosched.target import parse_target
 
 
@@ -91,3 +91,16 @@ def test_the_target_string_checks_the_chip_file(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(TargetError, match=r"fma_units"):
         parse_target(f"sim -chip={path}")
+
+
+def test_a_core_on_another_machine_keeps_the_cores_isa_and_the_machines_memory():
+    core, machine = load_chip("avx2-desktop"), load_chip("znver5")
+    chip = core_on_machine(core, machine)
+    assert (chip.simd_bits, chip.vector_registers, chip.fma_latency_cycles) == (256, 16, 5)
+    assert chip.llvm_cpu == "haswell" and "avx512f" not in chip.features
+    assert (chip.cores, chip.clock_ghz, chip.caches) == (machine.cores, machine.clock_ghz, machine.caches)
+    assert chip.memory_bandwidth_gbs == machine.memory_bandwidth_gbs and chip.lanes == 8
+    assert chip.sha not in (core.sha, machine.sha) and chip.name == "haswell-i7-4770-on-znver5"
+    assert core_on_machine(core, machine).sha == chip.sha  # the same pair, the same chip
+    with pytest.raises(ChipFileError, match="CPU chips"):
+        core_on_machine(load_chip("h100-sxm"), machine)

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from autosched import te
 from autosched.lower.ir import Buffer, For, Store
 from autosched.lower.pipeline import lower
 from autosched.search_space.schedule import create_schedule
@@ -225,3 +226,22 @@ def test_index_arithmetic_of_lanes_llvm_unrolls_is_folded():
     assert few[0] == pytest.approx(few[1], rel=1e-9)  # 4 lanes unrolled: the arithmetic is offsets
     many = predict(_guarded_lanes(256, True), CHIP).seconds, predict(_guarded_lanes(256, False), CHIP).seconds
     assert many[0] > many[1]  # a real loop of 256: the multiply and add run every iteration
+
+
+def _elementwise(fn):
+    A = te.placeholder((64, 256), name="A")
+    B = te.compute((64, 256), lambda i, j: fn(A[i, j]), name="B")
+    s = create_schedule(B)
+    _, ji = s[B].split(B.op.axis[1], factor=16)
+    s[B].vectorize(ji)
+    return lower(s, [A, B], "ew")
+
+
+def test_exp_costs_more_without_avx512s_rounding_and_scaling_instructions():
+    assert "avx512f" in CHIP.features
+    portable = dataclasses.replace(CHIP, features=tuple(f for f in CHIP.features if f != "avx512f"))
+    exp = _elementwise(te.exp)
+    compute = [sum(st.bounds["compute"] for st in predict(exp, c).stores) for c in (CHIP, portable)]
+    assert compute[1] > compute[0] > 0
+    fma = _elementwise(lambda a: a * 2.0 + 1.0)  # no exp: the same on both
+    assert predict(fma, portable).seconds == predict(fma, CHIP).seconds

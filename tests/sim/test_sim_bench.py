@@ -134,3 +134,21 @@ def test_the_default_store_and_chip_are_this_hosts(bench, monkeypatch):
     assert bench.native_chip() == "znver5"  # the shipped chip file of the host CPU
     monkeypatch.setattr(binding, "get_host_cpu_name", lambda: "no-such-cpu")
     assert bench.native_chip() == "rocketlake"
+
+
+def test_haswell_is_modeled_as_the_avx2_core_on_this_machine_and_the_data_sheet_printed_beside(
+    tmp_path, bench, monkeypatch, capsys
+):
+    monkeypatch.setattr(bench, "_measurer", lambda target, args: FakeMeasurer())
+    monkeypatch.setattr(bench, "native_chip", lambda: "znver5")
+    FakeMeasurer.asked = []
+    args = _args(bench, tmp_path / "s.jsonl", "--chip", "znver5")
+    args[args.index("llvm-cpu")] = "llvm-cpu -mcpu=haswell"
+    bench.main(args)
+    out = capsys.readouterr().out
+    assert FakeMeasurer.asked == [5]
+    assert "haswell-i7-4770-on-znver5-1core" in out  # --threads 1: one core of it
+    assert "[avx2-desktop as a whole chip:" in out and "those rows from the data sheets' whole chips" in out
+    bench.main([*args, "--avx2-chip", "avx2-desktop"])  # a whole chip named: modeled as it is
+    out = capsys.readouterr().out
+    assert FakeMeasurer.asked == [5] and "as a whole chip" not in out and "avx2-desktop-1core" in out
