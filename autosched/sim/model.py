@@ -124,6 +124,8 @@ class _Model:
         self.regions = 0.0
         self.heap_allocs = 0.0
         self.total_bytes = 0
+        # exp as codegen emits it: AVX-512's rounding and scaling instructions, else the bit tricks
+        self.exp_extra = 0.0 if "avx512f" in chip.features else calib.portable_exp_ops
 
     def visit(self, s: Stmt, loops: list[For], weight: float = 1.0, guards: tuple = ()) -> None:
         """``weight``: the share of the loops' iterations that reach ``s``; ``guards``: the conditions
@@ -176,7 +178,7 @@ class _Model:
         loads: list[Load] = []
         vec_var = vec.var if vec is not None else None
         guess = next((lp.var for lp in reversed(loops) if lp.kind != "unrolled" and lp is not vec), None)
-        exp_extra = 0.0 if "avx512f" in chip.features else cal.portable_exp_ops
+        exp_extra = self.exp_extra
         fp_ops, fp_scalar, int_ops = count_ops(s.value, loads, vec_var, guess, cal.div_ops, False, exp_extra)
         acc_list = accesses(s, loads, self.memo)
         store_acc = acc_list[0]
