@@ -8,15 +8,16 @@ Per store (one statement and the loops around it) it bounds the time by each res
   a power-of-two tail, :func:`~autosched.codegen.llvm.vector_chunks`), else the innermost real loop
   LLVM's own vectorizer would take; a lane-varying guard on a load, or an access the vector loop cannot
   load contiguously, costs lanes. Loops LLVM unrolls itself count as unrolled; loads are hoisted out
-  of the innermost loops that do not move them (LICM), gathers while they fit; an accumulator the
-  innermost real loop does not move stays in a register (if that loop stores it once) unless too many
-  are in flight; guards tested there cost a branch.
+  of the innermost loops that do not move them (LICM), gathers while they fit (and the copies of one
+  gather in unrolled loops are one); an accumulator the innermost real loop does not move stays in a
+  register (if that loop stores it once) unless too many are in flight; guards tested there cost a
+  branch.
 - ``chain``: the accumulators' dependency chains: inside one iteration of the innermost real loop,
   the loops that move the store give independent chains, the others serial FMA-latency steps (plus a
-  store-to-load forward when the accumulators live in memory); short runs overlap in the out-of-order
-  window.
+  store-to-load forward when the accumulators live in memory, longer for a min or max, which LLVM
+  stores under a mask); short runs overlap in the out-of-order window.
 - ``L2``, ``L3``, ..., ``DRAM``: lines that miss each level (:mod:`.traffic`, from the footprints and
-  set pressure of :mod:`.reuse`), at the next level's bandwidth.
+  set pressure of :mod:`.reuse`, never more than the loads touch), at the next level's bandwidth.
 
 A store's time is its largest bound plus ``overlap`` of the others; guarded stores are weighed by how
 often their guard holds (:mod:`.guards`). Under a parallel loop of extent P on C cores the busiest core
@@ -33,6 +34,7 @@ from ..codegen.llvm import vector_chunks
 from ..codegen.llvm_vector import affine_index, why_not_vectorizable
 from ..lower.ir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from ..lower.stmt_visit import walk_stmts
+from ..te.expr import Binary
 from .chip import ChipSpec
 from .guards import guard_share, guard_uops
 from .ops import count_ops, guarded_load
@@ -41,7 +43,7 @@ from .traffic import cache_traffic
 
 # Bumped whenever a change to the model (or its calibration) changes modeled times: it is part of a
 # simulated chip's fingerprint, so a resumed log never mixes the times of two models.
-SIM_MODEL_VERSION = 10
+SIM_MODEL_VERSION = 11
 HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
 
 
@@ -66,6 +68,12 @@ class Calibration:
     # (codegen.llvm_intrinsics: about 23 vector instructions against 15; measured at 13 cycles an
     # 8-lane vector under -mcpu=haswell against 10 a 16-lane one with AVX-512)
     portable_exp_ops: float = 7.0
+    # a min or max accumulator kept in memory: LLVM stores it under a mask (only the lanes that changed),
+    # and a masked store does not forward to the load of the next update. Measured here, a dependent
+    # load-compare-store step: 16 cycles against 9 with a plain store (AVX-512 mask registers), 21
+    # against 10 with AVX's vmaskmovps
+    masked_store_cycles: float = 7.0
+    avx_masked_store_cycles: float = 11.0
 
 
 @dataclass
@@ -126,6 +134,10 @@ class _Model:
         self.total_bytes = 0
         # exp as codegen emits it: AVX-512's rounding and scaling instructions, else the bit tricks
         self.exp_extra = 0.0 if "avx512f" in chip.features else calib.portable_exp_ops
+        # masked stores: AVX-512's, AVX's vmaskmovps, or none (a blend and a plain store forward fine)
+        feats = chip.features
+        self.masked_store_extra = (calib.masked_store_cycles if "avx512f" in feats
+                                   else calib.avx_masked_store_cycles if "avx" in feats else 0.0)  # fmt: skip
 
     def visit(self, s: Stmt, loops: list[For], weight: float = 1.0, guards: tuple = ()) -> None:
         """``weight``: the share of the loops' iterations that reach ``s``; ``guards``: the conditions
@@ -234,7 +246,10 @@ class _Model:
                 promoted, spilled = 1.0, True
         stores = groups * mem_pieces / promoted
         n_loads, shuffles = 0.0, 0.0
-        for acc in acc_list:
+        # per access, how often its loads run and the loop one load spans: it cannot miss more lines
+        # than that (a load LICM hoisted out of a loop touches no cache in that loop's iterations)
+        touches: list[tuple[float, list[For]] | None] = [None] * len(acc_list)
+        for a_i, acc in enumerate(acc_list):
             if not acc.read:
                 continue
             if acc.buffer is s.buffer:
@@ -246,13 +261,14 @@ class _Model:
                 and shuf >= vloop.extent
                 and not self.gather_hoisted(acc, loops, vloop, real)
             ):
-                reps = n_exec / vloop.extent
+                reps = self.gathers(acc, loops, vloop, real, n_exec)
             else:
                 reps = self.executions(acc, loops, vloop, flat)
                 if auto_vec and vloop is not None:
                     reps *= vloop.extent / lanes
             n_loads += reps * per
             shuffles += reps * shuf
+            touches[a_i] = (reps, [vloop] if vloop is not None else [])
         if vec is not None:
             st = affine_index(s.buffer, s.indices, vec.var)
             if st is None or st.coeff > 4 or st.coeff < 0:  # scattered lane by lane
@@ -273,14 +289,15 @@ class _Model:
         cycles = max(fp / chip.fma_units, n_loads / chip.load_ports, stores * store_cost / chip.store_ports,
                      uops / cal.issue_width)  # fmt: skip
         per_update = uops / max(1.0, groups * regs_per_group)
+        masked = vloop is not None and is_acc and isinstance(s.value, Binary) and s.value.op in ("min", "max")
         chain = self.chain(loops, vec, vloop, vlen / regs_per_group, is_acc, store_acc, promoted, real,
-                           per_update, notes)  # fmt: skip
+                           per_update, notes, masked)  # fmt: skip
         par, per_core = self.parallel(loops)
         clock = chip.clock_ghz * 1e9
         bounds = {"compute": cycles / clock * per_core, "chain": chain * n_exec / clock * per_core}
         reloads: dict[str, str] = {}
         moved = cache_traffic(self.chip, acc_list, loops, n_exec, par, per_core, self.total_bytes, reloads,
-                              fill=cal.cache_fill, conflicts=cal.set_conflicts)  # fmt: skip
+                              fill=cal.cache_fill, conflicts=cal.set_conflicts, touches=touches)  # fmt: skip
         bounds.update(moved)
         big = max(bounds.values())
         seconds = big + cal.overlap * (sum(bounds.values()) - big)
@@ -305,6 +322,15 @@ class _Model:
         inside = loops[loops.index(real[-1]) + 1 :]
         live = math.prod(lp.extent for lp in inside if lp is not vloop and acc.depends_on(id(lp.var)))
         return live <= (self.chip.vector_registers - self.calib.reserved_registers) // 2
+
+    @staticmethod
+    def gathers(acc: Access, loops: list[For], vloop: For, real: list[For], n_exec: float) -> float:
+        """How often a gather not hoisted runs: once per vector body, but the copies that unrolled loops
+        inside the innermost real loop make of the same gather are one (GVN; seen in the assembly of a
+        dense candidate: one gather a k step for its 10 unrolled rows)."""
+        inside = loops[loops.index(real[-1]) + 1 :] if real else loops
+        same = math.prod(lp.extent for lp in inside if lp is not vloop and not acc.depends_on(id(lp.var)))
+        return n_exec / vloop.extent / same
 
     @staticmethod
     def executions(acc: Access, loops: list[For], vloop: For | None, flat: set[int]) -> float:
@@ -371,7 +397,7 @@ class _Model:
 
     def chain(self, loops: list[For], vec: For | None, vloop: For | None, lanes_used: float, is_acc: bool,
               store_acc: Access, promoted: float, real: list[For], uops_per_update: float,
-              notes: list[str]) -> float:  # fmt: skip
+              notes: list[str], masked: bool = False) -> float:  # fmt: skip
         """Cycles per execution that the accumulators' dependency chains need. Inside one iteration of
         the innermost real loop R the code is straight-line: its accumulators (the loops there that move
         the store) are independent chains, each updated once per non-moving loop iteration there, FMA
@@ -399,7 +425,7 @@ class _Model:
             in_regs = False
             notes.append(f"{accumulators:.0f} accumulators spill past {chip.vector_registers} registers")
         if not in_regs:
-            lat += chip.store_forward_cycles
+            lat += chip.store_forward_cycles + (self.masked_store_extra if masked else 0.0)
         # one run of R (or one iteration, when nothing is carried) is what must finish in order
         chain_len = loops[r].extent * updates if carried else updates
         overlap = max(1.0, self.calib.window_uops / (chain_len * accumulators * uops_per_update))

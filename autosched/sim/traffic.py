@@ -1,8 +1,10 @@
 """Bytes each cache level misses for one store, and the seconds they take at the next level's bandwidth.
 
-For each level, the deepest loop level whose tile fits (its lines within the level's capacity, and no
-buffer's power-of-two stride crowding a few sets past their ways) is kept; one iteration of the loop
-just outside it then brings in that loop's unique lines once (LRU keeps what every iteration touches).
+For each level, the deepest loop level whose tile fits the level's capacity is kept; one iteration of
+the loop just outside it then brings in that loop's unique lines once (LRU keeps what every iteration
+touches). A buffer whose power-of-two stride crowds a few sets past their ways keeps its own tile only
+down to the deepest loop level within the ways: it evicts its own lines in those sets, not the other
+buffers' tiles, whose lines spread over all the sets. No buffer misses more lines than its loads touch.
 Lines written count twice (fetched, then written back). Kernels are timed warm: a program that fits a
 level whole moves nothing from below it.
 
@@ -16,13 +18,14 @@ from .chip import ChipSpec
 from .reuse import Access, footprint_lines, set_pressure
 
 
-def _fits(total: list[float], lines: list[list[float]], acc_list: list[Access], loops: list[For], k: int,
-          cap: float, line: int, sets: int, ways: int, conflicts: bool) -> bool:  # fmt: skip
-    if total[k] > cap:
-        return False
-    if not conflicts:
-        return True
-    return all(set_pressure(a, loops, k, line, sets) <= ways for a in acc_list)
+def _within_ways(acc: Access, loops: list[For], deepest: int, line: int, sets: int, ways: int) -> int:
+    """The deepest loop level (at most ``deepest``) whose tile of ``acc`` crowds no set past its ways."""
+    kept = 0
+    for k in range(1, deepest + 1):
+        if set_pressure(acc, loops, k, line, sets) > ways:
+            break
+        kept = k
+    return kept
 
 
 def cache_traffic(
@@ -37,9 +40,11 @@ def cache_traffic(
     *,
     fill: float = 0.9,
     conflicts: bool = True,
+    touches: list[tuple[float, list[For]] | None] | None = None,
 ) -> dict[str, float]:
     """Seconds per serving level (``"L2"``, ..., ``"DRAM"``); ``reloads`` gets, per serving level, the
-    loop whose every iteration brings the tile in again. ``per_core``: the busiest core's share."""
+    loop whose every iteration brings the tile in again. ``per_core``: the busiest core's share.
+    ``touches``: per access, how often its loads run and the loops one load spans (None: no bound)."""
     caches = chip.caches
     iters = [1.0]
     for lp in reversed(loops):
@@ -51,14 +56,19 @@ def cache_traffic(
         cap = cache.size_bytes / (cores if cache.shared else 1) * fill
         total = [sum(ls[k] for ls in lines) * line for k in range(len(loops) + 1)]
         sets = max(1, cache.size_bytes // (line * cache.ways))
-        kc = max(
-            (k for k in range(len(loops) + 1)
-             if _fits(total, lines, acc_list, loops, k, cap, line, sets, cache.ways, conflicts)),
-            default=0,
-        )  # fmt: skip
+        fits = max((k for k in range(len(loops) + 1) if total[k] <= cap), default=0)
+        kept = [_within_ways(a, loops, fits, line, sets, cache.ways) if conflicts else fits for a in acc_list]
+        kc = min(kept, default=fits)
         k_in = min(kc + 1, len(loops))
-        traffic = sum(ls[k_in] * line * (2 if a.write else 1) for ls, a in zip(lines, acc_list))
-        traffic *= n_exec / iters[k_in]
+        traffic = 0.0
+        for a_i, (ls, a) in enumerate(zip(lines, acc_list)):
+            k_a = min(kept[a_i] + 1, len(loops))
+            missed = ls[k_a] * n_exec / iters[k_a]
+            touched = touches[a_i] if touches is not None else None
+            if touched is not None:
+                runs, span = touched
+                missed = min(missed, runs * footprint_lines(a, span, line)[-1])
+            traffic += missed * line * (2 if a.write else 1)
         last = c == len(caches) - 1
         if kc == len(loops) and total_bytes <= cache.size_bytes * fill:
             # timed warm: the whole program stays in this level from the last run. A shared level

@@ -68,3 +68,22 @@ def test_gathers_invariant_in_the_innermost_loop_are_hoisted_while_they_fit_in_r
     few = dataclasses.replace(CHIP, vector_registers=8)  # room for 2 hoisted vectors, not 4
     func = _strided_dense(CHIP.lanes)
     assert predict(func, few).seconds > 1.5 * predict(func, CHIP).seconds
+
+
+def _unrolled_rows(rows: int) -> PrimFunc:
+    """out[i, j] += X[i, k] * W[j, k], W gathered at a stride of 128; for k (real), i (``rows``,
+    unrolled), j: the unrolled rows all gather the same W vector."""
+    k, i, j = (Var(n, "int64") for n in ("k", "i", "j"))
+    x, w = Buffer("X", (rows, 128), "float32"), Buffer("W", (CHIP.lanes, 128), "float32")
+    out = Buffer("out", (rows, CHIP.lanes), "float32")
+    prod = Binary("*", Load(x, (i, k), "float32"), Load(w, (j, k), "float32"), "float32")
+    update = Store(out, (i, j), Binary("+", Load(out, (i, j), "float32"), prod, "float32"))
+    body = For(i, rows, "unrolled", For(j, CHIP.lanes, "vectorized", update))
+    return PrimFunc("dense", (x, w, out), For(k, 128, "serial", body))
+
+
+def test_the_copies_of_one_gather_in_unrolled_rows_are_gathered_once():
+    # GVN merges them (seen in the assembly of a dense candidate: one gather a k step for its 10
+    # unrolled rows): 8 rows add 8 FMAs a step to one gather's 16 loads and 48 inserts, not 8 gathers
+    one = predict(_unrolled_rows(1), CHIP).seconds
+    assert predict(_unrolled_rows(8), CHIP).seconds < 2 * one
