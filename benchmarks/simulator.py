@@ -391,8 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         rhos = [r["spearman"] for r in out["correlation"] if r["spearman"] == r["spearman"]]
         if rhos:
             print(f"  median {statistics.median(rhos):.3f}, min {min(rhos):.3f}")
-        beside = [r["spearman_beside"] for r in out["correlation"] if r["beside"]]
-        beside = [x for x in beside if x == x]
+        beside = [r["spearman_beside"] for r in out["correlation"]
+                  if r["beside"] and r["spearman_beside"] == r["spearman_beside"]]  # fmt: skip
         if beside:  # the rows modeled as a core on this machine, modeled from whole data-sheet chips
             print(f"  [those rows from the data sheets' whole chips: median {statistics.median(beside):.3f}]")
     if out["tuning"]:
