@@ -11,7 +11,8 @@ Printed per workload and B: the best GFLOP/s found on B (by any of the runs of a
 seeds of the trials each run needs to reach 90% of it, the best at 32 and 64 trials, and the ratios
 (done when: transfer >= 3x fewer on four of six workloads, none worse than scratch by more than 10%;
 pretrained >= 2x). Times are re-timed ones: once a seed's runs on a chip are stored, their new bests
-are timed again over fresh processes (``transfer_retime.py``; ``--no-retime``: the search's own).
+are timed again over fresh processes (``transfer_retime.py``; ``--no-retime``: the search's own), and
+again, all together, when a run of another mode is stored later (``--modes`` runs a part of them).
 
     python benchmarks/transfer.py --estimate               # the pieces still to run, minutes each
     python benchmarks/transfer.py --workloads matmul --seeds 0   # one piece (about 20-30 min alone)
@@ -21,9 +22,10 @@ are timed again over fresh processes (``transfer_retime.py``; ``--no-retime``: t
     python benchmarks/transfer.py --source-log A.jsonl     # reuse chip A's records instead of tuning A
 
 Resumable and splittable: every finished run (one workload, seed, chip B and mode) is appended to
-``--results`` (JSON lines, keyed by workload, chip, seed, mode and trials) and skipped when the script
-is run again, so the full run is done one piece (``--workloads W --seeds S``: chip A once, then both
-chips B in all three modes) at a time, by one session or several sharing the results file. A run cut
+``--results`` (JSON lines, keyed by workload, chip, seed, mode and trials; by default the host's file
+in ``benchmarks/stores``, kept in the repository) and skipped when the script is run again, so the
+full run is done one piece (``--workloads W --seeds S``: chip A once, then both chips B in all three
+modes) at a time, by one session or several sharing the results file. A run cut
 short leaves nothing stored and is redone whole. ``--report`` prints the table from whatever is
 stored and lists the pieces still missing, with the command for each. Timing on a machine shared
 with other work is meaningless: run every piece alone.
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
 import statistics
 import sys
@@ -231,7 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, help="threads per kernel (default: all cores)")
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--out", help="logs and results here (default ~/.cache/autosched/transfer_bench[_quick])")
-    p.add_argument("--results", help="the results file (default OUT/results.jsonl)")
+    p.add_argument(
+        "--results",
+        help="the results file (default: stores/transfer_<cpu>_<cores>c.jsonl "
+        "in benchmarks/; with --out or --quick, OUT/results.jsonl)",
+    )
     p.add_argument(
         "--estimate", action="store_true", help="print the pieces still to run, minutes each, and stop"
     )
@@ -247,9 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = QUICK if args.quick else FULL
     cache = Path.home() / ".cache" / "autosched"
     out = Path(args.out or cache / ("transfer_bench_quick" if args.quick else "transfer_bench"))
+    res_path = Path(args.results or (out / "results.jsonl" if args.quick or args.out else default_results()))
     out.mkdir(parents=True, exist_ok=True)
     args.out = str(out)
-    res_path = Path(args.results or out / "results.jsonl")
     results = load_results(res_path)
     if args.report:
         return report(results, args, res_path)
@@ -287,19 +294,42 @@ def main(argv: list[str] | None = None) -> int:
     return report(results, args, res_path)
 
 
+def stored_modes(results: dict[str, dict[str, Any]], wl: str, target: str, seed: int, trials: int
+                 ) -> list[str]:  # fmt: skip
+    """The modes whose runs of one workload, chip B and seed are stored."""
+    return [m for m in MODES if run_key(wl, target, seed, m, trials) in results]
+
+
+def default_results() -> Path:
+    """The full run's results of this kind of host in the repository (``stores/transfer_<cpu>_<cores>c``,
+    as ``simulator.py``'s store): the pieces take hours, so sessions on the same kind of machine add
+    to one file, and ``--report`` prints it anywhere. The runs' logs stay in ``--out``."""
+    from llvmlite import binding
+
+    name = f"transfer_{binding.get_host_cpu_name()}_{os.cpu_count()}c.jsonl"
+    return Path(__file__).resolve().parent / "stores" / name
+
+
 def unretimed(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> list[tuple[str, str, int]]:
-    """(workload, chip B, seed) whose runs in every mode are stored and not yet re-timed."""
-    return [(wl, t, s) for wl in args.workloads for t in args.targets for s in args.seeds
-            if run_key(wl, t, s, RETIME, args.trials) not in results
-            and all(run_key(wl, t, s, m, args.trials) in results for m in MODES)]  # fmt: skip
+    """(workload, chip B, seed) with a scratch run stored whose stored runs no re-timing covers: none
+    yet, or a run of another mode stored since (a re-timing line names the modes it timed together;
+    lines of the first version timed all three)."""
+    out = []
+    for wl, t, s in ((wl, t, s) for wl in args.workloads for t in args.targets for s in args.seeds):
+        modes = stored_modes(results, wl, t, s, args.trials)
+        line = results.get(run_key(wl, t, s, RETIME, args.trials))
+        if "scratch" in modes and not set(modes) <= set(line.get("modes", MODES) if line else ()):
+            out.append((wl, t, s))
+    return out
 
 
 def retime_piece(results: dict[str, dict[str, Any]], res_path: Path, sizes: dict[str, Any], wl: str,
                  target: str, seed: int, args: argparse.Namespace) -> None:  # fmt: skip
     """Re-time one seed's new bests on ``target`` (transfer_retime.py) and store the histories."""
-    print(f"# re-timing {wl} on {target}, seed {seed}: the new bests of its {len(MODES)} runs", flush=True)
+    modes = stored_modes(results, wl, target, seed, args.trials)
+    print(f"# re-timing {wl} on {target}, seed {seed}: the new bests of its {len(modes)} runs", flush=True)
     start = time.perf_counter()
-    logs = {m: run_log(args, wl, target, seed, m) for m in MODES}
+    logs = {m: run_log(args, wl, target, seed, m) for m in modes}
     if not all(p.exists() for p in logs.values()):
         print(f"    skipped: a run's log is missing in {args.out}", flush=True)
         return
@@ -308,7 +338,7 @@ def retime_piece(results: dict[str, dict[str, Any]], res_path: Path, sizes: dict
         f"    {len(r['retimed'])} schedule(s) timed again in {time.perf_counter() - start:.0f} s", flush=True
     )
     r.update(key=run_key(wl, target, seed, RETIME, args.trials), workload=wl, target=target, seed=seed,
-             mode=RETIME, trials=args.trials, quick=args.quick)  # fmt: skip
+             mode=RETIME, trials=args.trials, quick=args.quick, modes=modes)  # fmt: skip
     store(results, res_path, r)
 
 

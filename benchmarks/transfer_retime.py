@@ -18,6 +18,7 @@ per seed, mode ``retime``, and the table reads them in place of the search's own
 
 from __future__ import annotations
 
+import hashlib
 import math
 import tempfile
 from pathlib import Path
@@ -84,8 +85,8 @@ def retime_seed(inst: Any, target: str, logs: dict[str, Path], trials: int, thre
         for key, r in zip(chosen, results, strict=True):
             if r.ok:  # one that fails when run again keeps its search time
                 again[key] = r.median
-    return {
-        "retimed": again,
+    return {  # the schedules by a short hash of their trace key: a results file is kept in the repository
+        "retimed": {hashlib.sha256(k.encode()).hexdigest()[:12]: t for k, t in again.items()},
         "histories": {mode: history(b, again, trials) for mode, b in bests.items()},
         "rounds": ROUNDS,
         "within": WITHIN,

@@ -110,3 +110,22 @@ def test_retimed_histories_replace_the_search_timings(tmp_path, bench, capsys):
     row = next(ln.split() for ln in out.splitlines() if ln.startswith("matmul "))
     assert row[2:8] == ["1", "1", "1.0", "8", ">8", ">8"]  # re-timed scratch: 1 GFLOP/s at trial 8
     assert "not yet re-timed" not in out
+
+
+def test_a_seed_is_retimed_again_when_a_run_of_another_mode_is_stored(bench):
+    import argparse
+
+    t = "opencl"
+    args = argparse.Namespace(workloads=["matmul"], targets=[t], seeds=[0], trials=8)
+    results = {bench.run_key("matmul", t, 0, m, 8): run("matmul", t, 0, m, [2.0] * 8)
+               for m in ("scratch", "pretrained")}  # fmt: skip
+    assert bench.unretimed(results, args) == [("matmul", t, 0)]  # two modes are enough to re-time
+    line = {"mode": "retime", "histories": {}, "modes": ["scratch", "pretrained"]}
+    results[bench.run_key("matmul", t, 0, "retime", 8)] = line
+    assert bench.unretimed(results, args) == []
+    results[bench.run_key("matmul", t, 0, "transfer", 8)] = run("matmul", t, 0, "transfer", [2.0] * 8)
+    assert bench.unretimed(results, args) == [("matmul", t, 0)]  # the new run is timed with the others
+    del line["modes"]  # a line of the first version re-timed all three
+    assert bench.unretimed(results, args) == []
+    del results[bench.run_key("matmul", t, 0, "scratch", 8)]
+    assert bench.unretimed(results, args) == []  # nothing to compare with before a scratch run
