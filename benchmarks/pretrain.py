@@ -162,6 +162,7 @@ def ranking(model: Any, store_path: Path, targets: list[str], workloads: list[st
 def evaluate(model_path: str, store_name: str | None) -> int:
     """Print :func:`ranking` for every workload and target of the store."""
     import statistics
+    from math import isnan
 
     import simulator as sim
 
@@ -176,8 +177,8 @@ def evaluate(model_path: str, store_name: str | None) -> int:
     print(f"{model.describe()}\nranking the measured candidates of {path.name} (Spearman, goal: high)")
     rhos = []
     for (target, name), (n, rho) in ranking(model, path, list(sim.CHIPS), list(sim.FULL)).items():
-        print(f"  {target:24s} {name:11s} {n:3d} candidates  " + ("skipped" if rho != rho else f"{rho:+.3f}"))
-        rhos += [] if rho != rho else [rho]
+        print(f"  {target:24s} {name:11s} {n:3d} candidates  " + ("skipped" if isnan(rho) else f"{rho:+.3f}"))
+        rhos += [] if isnan(rho) else [rho]
     print(f"median {statistics.median(rhos):+.3f} over {len(rhos)}" if rhos else "nothing to rank")
     return 0
 
