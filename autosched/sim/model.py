@@ -43,7 +43,7 @@ from .traffic import cache_traffic
 
 # Bumped whenever a change to the model (or its calibration) changes modeled times: it is part of a
 # simulated chip's fingerprint, so a resumed log never mixes the times of two models.
-SIM_MODEL_VERSION = 11
+SIM_MODEL_VERSION = 12
 HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
 
 
@@ -244,7 +244,9 @@ class _Model:
             in_flight = elems / (vlen / regs_per_group)
             if in_flight > chip.vector_registers - cal.reserved_registers:  # spilled: loaded and stored again
                 promoted, spilled = 1.0, True
-        stores = groups * mem_pieces / promoted
+        # ... and once for the updates that follow each other in straight-line code
+        straight = self.straight_line_updates(loops, real, vec, store_acc, regs_per_group) if is_acc else 1.0
+        stores = groups * mem_pieces / (promoted * (1.0 if spilled else straight))
         n_loads, shuffles = 0.0, 0.0
         # per access, how often its loads run and the loop one load spans: it cannot miss more lines
         # than that (a load LICM hoisted out of a loop touches no cache in that loop's iterations)
@@ -290,7 +292,8 @@ class _Model:
                      uops / cal.issue_width)  # fmt: skip
         per_update = uops / max(1.0, groups * regs_per_group)
         masked = vloop is not None and is_acc and isinstance(s.value, Binary) and s.value.op in ("min", "max")
-        chain = self.chain(loops, vec, vloop, vlen / regs_per_group, is_acc, store_acc, promoted, real,
+        in_regs = promoted * (1.0 if spilled else straight)  # held across real loops, or straight-line
+        chain = self.chain(loops, vec, vloop, vlen / regs_per_group, is_acc, store_acc, in_regs, real,
                            per_update, notes, masked)  # fmt: skip
         par, per_core = self.parallel(loops)
         clock = chip.clock_ghz * 1e9
@@ -313,6 +316,29 @@ class _Model:
             n = sum(isinstance(x, Store) and x.buffer is buf for x in walk_stmts(lp.body))
             got = self.sole[key] = n <= 1
         return got
+
+    def straight_line_updates(self, loops: list[For], real: list[For], vec: For | None, store_acc: Access,
+                              regs: int) -> float:  # fmt: skip
+        """How many updates of one accumulator follow each other in one iteration of the innermost real
+        loop, where the code is straight-line: GVN forwards the accumulator from one copy to the next and
+        DSE keeps the last store, so it is loaded and stored once for all of them (a max pool's assembly,
+        ry and rx unrolled: one store an output vector, not nine). All the non-moving loops count when
+        nothing moving is nested inside them; else only those the schedule unrolled (the loops LLVM
+        unrolls itself around several live accumulators did not rank conv candidates better), and none
+        when the live accumulators (the moving loops inside a non-moving one) do not fit in registers."""
+        inside = loops[loops.index(real[-1]) + 1 :] if real else loops
+        same, unrolled, live, nested = 1, 1, 1, False
+        for lp in inside:
+            if lp is vec or lp.extent <= 1:
+                continue
+            if not store_acc.depends_on(id(lp.var)):
+                same, nested = same * lp.extent, True
+                unrolled *= lp.extent if lp.kind == "unrolled" else 1
+            elif nested:
+                live *= lp.extent
+        if live * regs > self.chip.vector_registers - self.calib.reserved_registers:
+            return 1.0
+        return float(same if live == 1 else unrolled)
 
     def gather_hoisted(self, acc: Access, loops: list[For], vloop: For, real: list[For]) -> bool:
         """Whether LICM keeps a gathered vector across the innermost real loop: when that loop does not

@@ -152,29 +152,41 @@ def test_explain_names_the_dominant_bound():
     assert "spill" in text
 
 
-def _copy_with_guard(on: str | None):
-    """out[j, i] = A[j, i] over i, j (j innermost, strided: scalar code), under ``if (on >= 1)``."""
+def _copy_with_guard(on: str | None, op: str = ">=", bound: int = 1):
+    """out[j, i] = A[j, i] over i, j (j innermost, strided: scalar code), under ``if (on op bound)``."""
     from autosched.lower.ir import IfThenElse, Load, PrimFunc
 
     i, j = Var("i", "int64"), Var("j", "int64")
     a, out = Buffer("A", (64, 64), "float32"), Buffer("out", (64, 64), "float32")
     body: Store | IfThenElse = Store(out, (j, i), Load(a, (j, i), "float32"))
     if on:
-        body = IfThenElse(Compare(">=", {"i": i, "j": j}[on], Const(1, "int64")), body)
+        body = IfThenElse(Compare(op, {"i": i, "j": j}[on], Const(bound, "int64")), body)
     return PrimFunc("copy", (a, out), For(i, 64, "serial", For(j, 64, "serial", body)))
 
 
 def test_a_guard_tested_in_the_innermost_loop_costs_instructions():
     plain = predict(_copy_with_guard(None), CHIP).seconds
-    outer = predict(_copy_with_guard("i"), CHIP).seconds  # invariant in j: unswitched, only its share
-    inner = predict(_copy_with_guard("j"), CHIP).seconds  # a compare and branch at every j
-    assert outer == pytest.approx(plain * 63 / 64, rel=0.05)
+    outer = predict(_copy_with_guard("i", bound=8), CHIP).seconds  # invariant in j: unswitched
+    inner = predict(_copy_with_guard("j", bound=8), CHIP).seconds  # a compare and branch at every j
+    assert outer <= plain
     assert inner > 1.1 * outer
 
 
-def _unrolled_guards(k: int, guarded: bool):
-    """out[i, u] += A[r, u] over i, r (real loops) and an unrolled u of ``k``, under ``if (i + u >= 1)``:
-    invariant in the innermost real loop r, one distinct condition per unrolled copy."""
+def test_a_guard_llvm_folds_or_peels_costs_nothing():
+    """A test that holds over the whole loop is folded; one that fails only in the first iterations
+    of the innermost loop is peeled off them (a max pool's ``2 x + rx - 1 >= 0``: one iteration)."""
+    plain = predict(_copy_with_guard(None), CHIP).seconds
+    assert predict(_copy_with_guard("j", "<", 64), CHIP).seconds == pytest.approx(plain, rel=1e-9)
+    peeled = predict(_copy_with_guard("j", ">=", 1), CHIP).seconds
+    assert peeled == pytest.approx(plain * 63 / 64, rel=0.05)
+    kept = predict(_copy_with_guard("j", "<", 63), CHIP).seconds  # fails at the end: a branch each j
+    assert kept > 1.1 * peeled
+
+
+def _unrolled_guards(k: int, guarded: bool, bound: int = 8):
+    """out[i, u] += A[r, u] over i, r (real loops) and an unrolled u of ``k``, under ``if (i + u >= bound)``:
+    invariant in the innermost real loop r, one distinct condition per unrolled copy (with bound 8, each
+    may fail; with 1, only u = 0's)."""
     from autosched.lower.ir import IfThenElse, Load, PrimFunc
     from autosched.te.expr import Binary
 
@@ -183,7 +195,7 @@ def _unrolled_guards(k: int, guarded: bool):
     update = Binary("+", Load(out, (i, u), "float32"), Load(a, (r, u), "float32"), "float32")
     body: Store | IfThenElse = Store(out, (i, u), update)
     if guarded:
-        body = IfThenElse(Compare(">=", Binary("+", i, u, "int64"), Const(1, "int64")), body)
+        body = IfThenElse(Compare(">=", Binary("+", i, u, "int64"), Const(bound, "int64")), body)
     return PrimFunc("acc", (a, out), For(i, 64, "serial", For(r, 64, "serial", For(u, k, "unrolled", body))))
 
 
@@ -199,6 +211,11 @@ def test_guards_past_what_llvm_unswitches_stay_branches_in_the_loop():
             assert guarded > 1.05 * plain, (k, guarded, plain)
         else:
             assert guarded <= plain * 1.001, (k, guarded, plain)
+    # copies that always hold are folded (i >= 0): of 8, only u = 0's test is left, and it is unswitched
+    assert (
+        predict(_unrolled_guards(8, True, bound=1), CHIP).seconds
+        <= predict(_unrolled_guards(8, False), CHIP).seconds * 1.001
+    )
 
 
 def _guarded_lanes(lanes: int, scaled: bool):
