@@ -148,6 +148,21 @@ def render_c_like(func: PrimFunc, dialect: Dialect) -> DeviceProgram:
     return DeviceProgram(source, tuple(kernels), tuple(func.params), tuple(temps), outputs, dialect.name)
 
 
+def _parallel_to_groups(s: Stmt) -> For | None:
+    """A CPU-style schedule's parallel loop, to run as work-groups of one item (blockIdx.x): the
+    outermost one, in a kernel with no bound loop, reached through loops alone (a private buffer
+    allocated above it would be one per group, not one shared). Else it runs on one work-item, one
+    core (on PoCL, a matmul tuned for this CPU)."""
+    if any(isinstance(x, For) and x.kind == "thread_binding" for x in walk_stmts(s)):
+        return None
+    while isinstance(s, For):
+        if s.kind == "parallel":
+            reduce = isinstance(s.var, IterVar) and s.var.kind == "reduce"
+            return None if reduce else s
+        s = s.body
+    return None
+
+
 def _ident(name: str) -> str:
     s = re.sub(r"\W", "_", name)
     return s if s and not s[0].isdigit() else f"v_{s}"
@@ -169,6 +184,7 @@ class _Scope:
 class _Renderer:
     def __init__(self, func: PrimFunc, d: Dialect):
         self.func, self.d = func, d
+        self.par: For | None = None  # the kernel's parallel loop run as work-groups
         self.names: dict[int, str] = {}
         self.taken: set[str] = set(_RESERVED)
         self.helpers: dict[str, str] = {}
@@ -202,6 +218,9 @@ class _Renderer:
                 used.update(id(n.buffer) for n in walk(e) if isinstance(n, Load))
         params = tuple(b for b in buffers if id(b) in used)
         self.dims = {t: 1 for t in TAGS}
+        self.par = _parallel_to_groups(s)
+        if self.par is not None:
+            self.dims["blockIdx.x"] = self.par.extent
         shared: list[Buffer] = []
         for x in walk_stmts(s):
             if isinstance(x, For) and x.kind == "thread_binding" and x.thread_tag in TAGS:
@@ -269,8 +288,8 @@ class _Renderer:
 
     def loop(self, s: For, sc: _Scope, depth: int) -> None:
         v = self.name(s.var)
-        if s.kind == "thread_binding" and s.thread_tag in TAGS:
-            tag = s.thread_tag
+        if (s.kind == "thread_binding" and s.thread_tag in TAGS) or s is self.par:
+            tag = "blockIdx.x" if s is self.par else s.thread_tag
             guards = dict(sc.guards)
             guards.pop(tag, None)  # an inner loop on the same tag re-partitions the threads
             if s.extent < self.dims[tag]:

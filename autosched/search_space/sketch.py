@@ -69,8 +69,10 @@ class SketchPolicy:
         lanes: int = 16,
         registers: int | None = None,
         stream_outputs: bool = True,
+        flash: bool = True,
     ):
         self.outputs = list(outputs)
+        self.flash = flash  # attentions as one flash loop nest (lowers for CPU-style targets only)
         self.cores = cores
         self.lanes = lanes
         self.registers = registers or vector_registers(lanes) - 4

@@ -206,7 +206,7 @@ class AttentionRules(BuilderBase):
         """Rewrite each attention with sampled blocks and tiles; its stages are then done."""
         from .attention_pattern import find_attentions
 
-        if self.flash_style != "cpu":
+        if self.flash_style != "cpu" or not getattr(self.p, "flash", True):
             return
         s = self.s
         for pattern in find_attentions(s):

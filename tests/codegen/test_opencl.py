@@ -1,4 +1,5 @@
-"""Every op kind on ``opencl`` (PoCL on this CPU): the default GPU schedule and sampled GPU sketches."""
+"""Every op kind on ``opencl`` (PoCL on this CPU): the default GPU schedule, sampled GPU sketches, and the
+CPU sketches a CPU device is tuned with (their parallel loop as work-groups)."""
 
 import random
 
@@ -7,7 +8,9 @@ import pytest
 from autosched.codegen.c_like import OPENCL, render_c_like
 from autosched.errors import CompileError
 from autosched.hai.registry import get_adapter
+from autosched.lower.ir import For
 from autosched.lower.pipeline import lower
+from autosched.lower.stmt_visit import walk_stmts
 from autosched.search_space.gpu_sketch import GPUSketchPolicy, default_gpu_schedule
 from autosched.search_space.schedule import create_schedule
 from autosched.testing import assert_matches_numpy
@@ -96,3 +99,49 @@ def test_opencl_chip_facts():
     assert isinstance(adapter, OpenCLAdapter)
     info = adapter.info()
     assert info.max_threads_per_block >= 1 and info.shared_mem_bytes > 0 and info.cores >= 1
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_CASES))
+def test_cpu_sketch_samples_run_their_parallel_loop_as_work_groups(name):
+    """An OpenCL CPU device (PoCL) is tuned with the CPU rules: a schedule's parallel loop becomes one
+    work-group an iteration (on one work-item it would use one core), and the results still match."""
+    from autosched.search_space.sketch import SketchPolicy
+
+    args = SMALL_CASES[name]()
+    policy = SketchPolicy([args[-1]], cores=2, lanes=16, flash=False)
+    rng = random.Random(name)
+    adapter = get_adapter("opencl")
+    for i in range(3):
+        s, _ = policy.sample(rng)
+        func = lower(s, args, "k", target="opencl")
+        prog = adapter.render(func)
+        par = [x.extent for x in walk_stmts(func.body) if isinstance(x, For) and x.kind == "parallel"]
+        if par and max(par) > 1:
+            assert any(k.grid[0] > 1 for k in prog.kernels), prog.source
+        assert_matches_numpy(s, args, "opencl", inputs=inputs_for(name, args, i))
+
+
+def test_a_parallel_loop_under_a_private_buffer_stays_on_one_work_item():
+    from autosched.codegen.c_like import _parallel_to_groups
+    from autosched.lower.ir import Allocate, Buffer, Store
+    from autosched.te.expr import Const, Var
+
+    i = Var("i", "int64")
+    buf = Buffer("t", (8,), "float32", scope="local")
+    loop = For(i, 8, "parallel", Store(buf, (i,), Const(1.0, "float32")))
+    assert _parallel_to_groups(loop) is loop
+    assert _parallel_to_groups(Allocate(buf, loop)) is None
+
+
+def test_the_tuner_gives_an_opencl_cpu_device_the_cpu_rules(tmp_path):
+    from autosched.search_space.sketch import SketchPolicy
+    from autosched.te.workload import WorkloadInstance
+    from autosched.tune import TuneOptions, Tuner
+
+    args = SMALL_CASES["matmul"]()
+    tuner = Tuner(
+        [WorkloadInstance("mm", {}, tuple(args))], "opencl", tmp_path / "log.jsonl", TuneOptions(trials=1)
+    )
+    if tuner.chip.kind != "cpu":
+        pytest.skip(f"the OpenCL device here is a {tuner.chip.kind}")
+    assert isinstance(tuner.tasks[0].strategy.inner.policy, SketchPolicy)
