@@ -200,11 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "are not measured again)")  # fmt: skip
     t.add_argument("--transfer-top", type=int, default=16, metavar="K",
                    help="foreign schedules measured first with --transfer-from (default 16)")  # fmt: skip
-    # Default none: on the README's 1024^3 matmul (one seed each) the shipped model's guidance ended at
-    # 0.70x numpy against 1.13x cold; until benchmarks/transfer.py shows it pays, it is opt-in.
-    t.add_argument("--cost-model", default="none", metavar="M",
+    # Default auto (issue 20): a workload with no log on this chip starts from the shipped model, which
+    # reached 90% of the best in 2x fewer trials on 3-4 of 6 workloads on chips it had no log of
+    # (benchmarks/transfer.py) and does not slow the quick start (README); a log, once written, rules.
+    t.add_argument("--cost-model", default="auto", metavar="M",
                    help="a model from `autosched model train` to guide workloads with no log on this chip; "
-                        "auto: the shipped pretrained model; none (default): start cold")  # fmt: skip
+                        "auto (default): the shipped pretrained model; none: start cold")  # fmt: skip
     # --- end logs across chips ---
     t.add_argument("--finalists", type=int, default=4, metavar="K",
                    help="at the end, time each workload's K best schedules again in turns over fresh "

@@ -238,7 +238,9 @@ class Tuner:
         spec = self.options.cost_model
         if spec is None or spec == "none" or task.previous or task.foreign:
             return []
-        if not hasattr(task.strategy, "model"):
+        if not hasattr(task.strategy, "model"):  # the default needs no word; a model the user named does
+            if spec == "auto":
+                return []
             return [f"cost model: the {self.options.strategy} strategy uses no cost model; {spec} not used"]
         from .cost_model.pretrained import CostModelError, load_cost_model
         from .search.transfer import attach_pretrained

@@ -36,3 +36,16 @@ def test_transfer_from_a_missing_log_is_an_error(tmp_path):
     r = run_cli("tune", str(MATMUL), *SIZE, "--trials", "1", "--log", str(tmp_path / "b.jsonl"),
                 "--transfer-from", str(tmp_path / "nope.jsonl"))  # fmt: skip
     assert r.returncode == 2 and "nope.jsonl not found" in r.stderr
+
+
+def test_the_shipped_model_guides_a_workload_with_no_log_by_default(tmp_path):
+    """`--cost-model auto` is the default: a workload with no log on the chip starts from the shipped
+    model; once the log holds its records, they rule; `none` starts cold."""
+    log = tmp_path / "a.jsonl"
+    tune = ("tune", str(MATMUL), *SIZE, "--trials", "4", "--batch-size", "4", "--log", str(log))
+    first, again = run_cli(*tune), run_cli(*tune)
+    cold = run_cli(*tune[:-1], str(tmp_path / "b.jsonl"), "--cost-model", "none")
+    for r in (first, again, cold):
+        assert r.returncode == 0, r.stderr
+    assert "guided by pretrained cost model" in " ".join(first.stderr.split())
+    assert "pretrained" not in again.stderr and "pretrained" not in cold.stderr
