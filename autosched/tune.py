@@ -127,13 +127,13 @@ class Tuner:
 
     def _task(self, inst: WorkloadInstance, cores: int, lanes: int) -> TaskState:
         stream = self.options.stream_outputs
-        cpu_rules_on_gpu_style = self.adapter.spec.style == "gpu"  # an OpenCL CPU device: no flash nests
+        gpu_style = self.adapter.spec.style == "gpu"  # with a CPU device (PoCL): CPU rules, no flash nests
         policy: Any = SketchPolicy(list(inst.outputs), cores=cores, lanes=lanes, stream_outputs=stream,
-                                   flash=not cpu_rules_on_gpu_style)  # fmt: skip
+                                   flash=not gpu_style)  # fmt: skip
         # --- GPU-style targets (issue 6): blocks, threads and shared memory instead of cores and lanes ---
         # (an OpenCL CPU device, PoCL, gets the CPU rules: codegen runs their parallel loop as work-groups,
         # and a matmul tuned for the CPU ran 3x faster there than the best of 64 GPU-style trials)
-        if self.adapter.spec.style == "gpu" and self.chip.kind != "cpu":
+        if gpu_style and self.chip.kind != "cpu":
             from .search_space.gpu_sketch import GPUSketchPolicy
 
             shared = self.chip.shared_mem_bytes or 48 * 1024

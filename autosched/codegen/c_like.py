@@ -151,8 +151,8 @@ def render_c_like(func: PrimFunc, dialect: Dialect) -> DeviceProgram:
 def _parallel_to_groups(s: Stmt) -> For | None:
     """A CPU-style schedule's parallel loop, to run as work-groups of one item (blockIdx.x): the
     outermost one, in a kernel with no bound loop, reached through loops alone (a private buffer
-    allocated above it would be one per group, not one shared). Else it runs on one work-item, one
-    core (on PoCL, a matmul tuned for this CPU)."""
+    allocated above it would be one per group, not one shared). Left a plain loop, the whole kernel
+    would run on one work-item: one core of PoCL's."""
     if any(isinstance(x, For) and x.kind == "thread_binding" for x in walk_stmts(s)):
         return None
     while isinstance(s, For):
