@@ -54,9 +54,9 @@ def test_an_odd_width_accumulator_held_across_a_loop_costs_its_codegen_pieces():
 
 def test_an_accumulator_is_held_across_a_loop_only_when_the_loop_stores_it_once():
     # LICM keeps acc in a register across serial k when k's body stores it once; a second store of it
-    # in there keeps it in memory, each update a store-to-load forward
+    # in there keeps it in memory, each update a store-to-load forward (the extra work alone: 1.55x)
     held, twice = _row_sums(32, "serial"), _row_sums(32, "serial", store_inside=True)
-    assert predict(twice, CHIP).seconds > 1.3 * predict(held, CHIP).seconds
+    assert predict(twice, CHIP).seconds > 2.2 * predict(held, CHIP).seconds
 
 
 def test_an_unrolled_reduction_keeps_its_accumulator_in_registers():
