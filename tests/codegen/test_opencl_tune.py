@@ -1,4 +1,5 @@
-"""`Tuner` on ``opencl``: GPU sketches, measured by the builder/runner pair, logged under the chip."""
+"""`Tuner` on ``opencl``: GPU sketches (CPU ones on a CPU device, PoCL), measured by the builder/runner
+pair, logged under the chip."""
 
 from pathlib import Path
 
@@ -17,13 +18,15 @@ MATMUL = Path(__file__).resolve().parents[2] / "examples" / "matmul.py"
 def test_tune_matmul_on_opencl(tmp_path):
     from autosched.measure.measure import LocalMeasurer
     from autosched.search_space.gpu_sketch import GPUSketchPolicy
+    from autosched.search_space.sketch import SketchPolicy
 
     (wl,) = load_op_file(MATMUL)
     inst = wl.instantiate(M=16, N=16, K=16)
     log = tmp_path / "ocl.jsonl"
     tuner = Tuner([inst], "opencl", log, TuneOptions(trials=6, batch_size=3, baseline=False, repeat=2))
     assert isinstance(tuner.measurer, LocalMeasurer)
-    assert isinstance(tuner.tasks[0].strategy.policy, GPUSketchPolicy)
+    rules = SketchPolicy if tuner.chip.kind == "cpu" else GPUSketchPolicy
+    assert isinstance(tuner.tasks[0].strategy.policy, rules)
     (task,) = tuner.run()
     assert task.trials == 6 and task.best_cost < float("inf")
     records = [r for r in load_records(log).records if r.retimed is None]  # the finalists' come after
