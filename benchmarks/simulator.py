@@ -47,7 +47,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import random
 import statistics
 import sys
@@ -85,7 +84,7 @@ from autosched.tune import TuneOptions, Tuner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simulator_plan import piece_flags, plan, print_plan, tuning_piece_key
-from simulator_store import Store, ir_hash, measure_key
+from simulator_store import Store, host_store, ir_hash, measure_key
 
 FULL = {
     "matmul": lambda: make_matmul(1024, 1024, 1024),
@@ -133,8 +132,7 @@ def default_store(quick: bool) -> Path:
     """The store of this host in the repository, by LLVM CPU name and core count (the measurements are
     keyed by target string only, so two machines must not share a file): later sessions on the same kind
     of machine add to it, and ``--report`` prints its figures anywhere."""
-    name = f"simulator_{host_cpu()}_{os.cpu_count()}c{'_quick' if quick else ''}.jsonl"
-    return Path(__file__).resolve().parent / "stores" / name
+    return host_store("simulator", "_quick" if quick else "")
 
 
 def _chip_for(args: argparse.Namespace, target: str, tmp: Path) -> str:

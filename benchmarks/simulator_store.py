@@ -36,6 +36,18 @@ VERSION = 1
 PERMANENT = ("schedule", "wrong_result", "compile")
 
 
+def host_store(kind: str, suffix: str = "") -> Path:
+    """``benchmarks/stores/<kind>_<cpu>_<cores>c<suffix>.jsonl``: a benchmark's results on this kind of
+    host (LLVM's CPU name, core count), kept in the repository so that later sessions on the same kind
+    of machine add to it and ``--report`` prints it anywhere; two kinds of machine never share one."""
+    import os
+
+    from llvmlite import binding
+
+    name = f"{kind}_{binding.get_host_cpu_name()}_{os.cpu_count()}c{suffix}.jsonl"
+    return Path(__file__).resolve().parent / "stores" / name
+
+
 def ir_hash(text: str) -> str:
     """The key of one candidate: its printed loop IR (the kernel the target compiles)."""
     return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shlex
 import statistics
 import sys
@@ -48,6 +47,7 @@ from autosched.cost_model.pretrained import topi_instance
 from autosched.tune import TuneOptions, Tuner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simulator_store import host_store
 from transfer_retime import retime_seed
 
 TARGET_A = "llvm-cpu"
@@ -304,10 +304,7 @@ def default_results() -> Path:
     """The full run's results of this kind of host in the repository (``stores/transfer_<cpu>_<cores>c``,
     as ``simulator.py``'s store): the pieces take hours, so sessions on the same kind of machine add
     to one file, and ``--report`` prints it anywhere. The runs' logs stay in ``--out``."""
-    from llvmlite import binding
-
-    name = f"transfer_{binding.get_host_cpu_name()}_{os.cpu_count()}c.jsonl"
-    return Path(__file__).resolve().parent / "stores" / name
+    return host_store("transfer")
 
 
 def unretimed(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> list[tuple[str, str, int]]:

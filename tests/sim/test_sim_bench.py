@@ -124,10 +124,12 @@ def test_the_store_skips_lines_cut_short_or_of_another_version(tmp_path, bench):
 
 
 def test_the_default_store_and_chip_are_this_hosts(bench, monkeypatch):
+    import os
+
     from llvmlite import binding
 
     monkeypatch.setattr(binding, "get_host_cpu_name", lambda: "znver5")
-    monkeypatch.setattr(bench.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     # kept in the repository per kind of machine: a later session on a Zen 5 with 2 cores adds to it
     assert bench.default_store(False) == ROOT / "benchmarks" / "stores" / "simulator_znver5_2c.jsonl"
     assert bench.default_store(True).name == "simulator_znver5_2c_quick.jsonl"
