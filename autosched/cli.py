@@ -197,12 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--transfer-from", nargs="+", metavar="LOG",
                    help="logs of other chips: their records of the same workload train the cost model and "
                         "their best schedules are measured anew here first (records of this chip in them "
-                        "are not measured again)")  # fmt: skip
+                        "are not measured again); a workload with no record on this chip is also guided by "
+                        "--cost-model beneath them")  # fmt: skip
     t.add_argument("--transfer-top", type=int, default=16, metavar="K",
                    help="foreign schedules measured first with --transfer-from (default 16)")  # fmt: skip
     # Default auto (issue 20): a workload with no log on this chip starts from the shipped model, which
-    # reached 90% of the best in 2x fewer trials on 3-4 of 6 workloads on chips it had no log of
+    # reached 90% of the best in 2x fewer trials on 2-4 of 6 workloads on chips it had no log of
     # (benchmarks/transfer.py) and does not slow the quick start (README); a log, once written, rules.
+    # With --transfer-from, it guides beneath the source's prior.
     t.add_argument("--cost-model", default="auto", metavar="M",
                    help="a model from `autosched model train` to guide workloads with no log on this chip; "
                         "auto (default): the shipped pretrained model; none: start cold")  # fmt: skip

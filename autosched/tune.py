@@ -223,27 +223,43 @@ class Tuner:
             # foreign best schedules first, more only while they rank well here (then dismissed)
             from .search.transfer import attach_foreign
 
-            guide, queued = attach_foreign(task.strategy, ts.foreign, self.chip, o.transfer_top)
+            # with no record of this chip, the pretrained model guides the search the source's prior
+            # overrides: it proposes while the probes wait, and stays if the source is dismissed
+            pretrained, model_notes = (None, []) if task.previous else self._pretrained_model(task)
+            guide, queued = attach_foreign(task.strategy, ts.foreign, self.chip, o.transfer_top,
+                                           pretrained=pretrained, fingerprint=self.fingerprint)  # fmt: skip
             task.foreign = len(ts.foreign)
             notes.append(f"transfer: {guide.describe()}; up to {o.transfer_top} foreign best schedule(s) "
                          f"measured: the best {queued} after this chip's default, to judge the source by "
                          "how they rank here, then a few a batch while they rank well; a batch that "
                          "ranks badly dismisses the source")  # fmt: skip
+            notes += model_notes
         return [ts.describe(task.inst.name, self.fingerprint, queued), *notes]
 
     # --- a pretrained cost model (issue 20): --cost-model ---------------------------------------------
     def load_cost_model(self, task: TaskState) -> list[str]:
         """Guide a task with no record on this chip (none in the log, none transferred) by
         ``options.cost_model``; the note says which model, or why none is used."""
+        if task.previous or task.foreign:
+            return []  # this chip's records rule; with foreign ones, load_transfer attached the model
+        pretrained, notes = self._pretrained_model(task)
+        if pretrained is not None:
+            from .search.transfer import attach_pretrained
+
+            attach_pretrained(task.strategy, pretrained, self.fingerprint)
+        return notes
+
+    def _pretrained_model(self, task: TaskState) -> tuple[Any, list[str]]:
+        """``options.cost_model`` loaded (once) for ``task``, or None, and the note that says which."""
         spec = self.options.cost_model
-        if spec is None or spec == "none" or task.previous or task.foreign:
-            return []
+        if spec is None or spec == "none":
+            return None, []
         if not hasattr(task.strategy, "model"):  # the default needs no word; a model the user named does
             if spec == "auto":
-                return []
-            return [f"cost model: the {self.options.strategy} strategy uses no cost model; {spec} not used"]
+                return None, []
+            why = f"the {self.options.strategy} strategy uses no cost model"
+            return None, [f"cost model: {why}; {spec} not used"]
         from .cost_model.pretrained import CostModelError, load_cost_model
-        from .search.transfer import attach_pretrained
 
         if self._pretrained is None:
             try:
@@ -252,13 +268,13 @@ class Tuner:
                 if spec != "auto":
                     raise  # the user's own model: refused loudly
                 self._refused, self._pretrained = str(e), False
+        cold = f"{task.inst.name} starts cold"
         if self._refused:
-            return [f"cost model: shipped model not used ({self._refused}); {task.inst.name} starts cold"]
+            return None, [f"cost model: shipped model not used ({self._refused}); {cold}"]
         if self._pretrained is False:
-            return [f"cost model: no shipped pretrained model in this install; {task.inst.name} starts cold"]
-        attach_pretrained(task.strategy, self._pretrained, self.fingerprint)
-        return [f"cost model: {task.inst.name} has no log on {self.fingerprint}: guided by pretrained "
-                f"{self._pretrained.describe()}"]  # fmt: skip
+            return None, [f"cost model: no shipped pretrained model in this install; {cold}"]
+        return self._pretrained, [f"cost model: {task.inst.name} has no log on {self.fingerprint}: guided by "
+                                  f"pretrained {self._pretrained.describe()}"]  # fmt: skip
 
     # Loop -----------------------------------------------------------------------------------------
     def run(self) -> list[TaskState]:

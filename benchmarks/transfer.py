@@ -4,8 +4,12 @@ Six workloads where search is hard, three seeds each. Chip A is this machine's `
 ``llvm-cpu -mcpu=haswell`` (AVX2 only) and the OpenCL device (PoCL). For every workload, seed and B:
 
 - *scratch*: B tuned with no log and no model (``--cost-model none``);
-- *transfer*: B tuned with A's log (``--transfer-from``), A tuned first with the same seed;
-- *pretrained*: B tuned with the shipped pretrained model and no log of the workload at all.
+- *transfer*: B tuned with A's log (``--transfer-from``), A tuned first with the same seed, under the
+  command's default ``--cost-model auto`` (the shipped model guides B's search; A's log overrides it
+  while A's probes rank well on B);
+- *pretrained*: B tuned with the shipped pretrained model and no log of the workload at all;
+- *log_alone* (only with ``--modes``): A's log with ``--cost-model none``, what *transfer* was until
+  session 36 (runs stored before then, a *transfer* line without ``cost_model``, are read as this).
 
 Printed per workload and B: the best GFLOP/s found on B (by any of the runs of a seed), the median over
 seeds of the trials each run needs to reach 90% of it, the best at 32 and 64 trials, and the ratios
@@ -52,7 +56,8 @@ from transfer_retime import retime_seed
 
 TARGET_A = "llvm-cpu"
 TARGETS_B = ("llvm-cpu -mcpu=haswell", "opencl")
-MODES = ("scratch", "transfer", "pretrained")
+MODES = ("scratch", "transfer", "pretrained", "log_alone")
+DEFAULT_MODES = MODES[:3]
 RETIME = "retime"  # a results line of re-timed histories per seed (transfer_retime.py), not a run
 FULL: dict[str, tuple[str, dict[str, Any]]] = {
     "matmul": ("matmul", {"M": 1024, "N": 1024, "K": 1024}),
@@ -90,11 +95,24 @@ def load_results(path: Path) -> dict[str, dict[str, Any]]:
     if path.exists():
         for line in path.read_text().splitlines():
             try:
-                r = json.loads(line)
+                r = _renamed(json.loads(line))
                 out[run_key(r["workload"], r["target"], r["seed"], r["mode"], r["trials"])] = r
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
     return out
+
+
+def _renamed(r: dict[str, Any]) -> dict[str, Any]:
+    """A line stored before transfer ran under the pretrained model (no ``cost_model`` on a transfer
+    run, no ``modes_v`` on a re-timing) names A's log alone *transfer*: read as *log_alone*."""
+    if r["mode"] == "transfer" and "cost_model" not in r:
+        return {**r, "mode": "log_alone"}
+    if r["mode"] == RETIME and "modes_v" not in r:
+        old = {"transfer": "log_alone"}
+        r = {**r, "histories": {old.get(m, m): h for m, h in r["histories"].items()}}
+        if "modes" in r:
+            r["modes"] = [old.get(m, m) for m in r["modes"]]
+    return r
 
 
 def tune(inst: Any, target: str, log: Path, args: argparse.Namespace, seed: int, **kw: Any) -> dict[str, Any]:
@@ -210,8 +228,8 @@ def verdict(meds: list[Medians], targets: list[str], n_workloads: int) -> list[s
 
 def print_table(rows: list[list[str]]) -> None:
     head = ["workload", "chip B", "seeds", "re-timed", "best GF/s", "scratch", "transfer", "pretrained",
-            "fewer (>=3x)", "pretrained (>=2x)", "scratch @32/@64", "transfer @32/@64",
-            "pretrained @32/@64"]  # fmt: skip
+            "log alone", "fewer (>=3x)", "pretrained (>=2x)", "scratch @32/@64", "transfer @32/@64",
+            "pretrained @32/@64", "log alone @32/@64"]  # fmt: skip
     print("median over seeds of the trials on chip B to reach 90% of the best GFLOP/s found on B; "
           "best GFLOP/s at 32 and 64 trials")  # fmt: skip
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
@@ -225,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", nargs="+", choices=list(FULL), default=list(FULL))
     p.add_argument("--seeds", nargs="+", type=int, help="default 0 1 2 (quick: 0)")
     p.add_argument("--targets", nargs="+", default=list(TARGETS_B), help="the chips B")
-    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    p.add_argument("--modes", nargs="+", choices=MODES, default=list(DEFAULT_MODES))
     p.add_argument("--trials", type=int, help="trials per run (default 64; quick 8)")
     p.add_argument("--batch-size", type=int, help="candidates per round (default 8; quick 4)")
     p.add_argument("--quick", action="store_true", help="tiny shapes, 8 trials: a smoke run")
@@ -272,18 +290,19 @@ def main(argv: list[str] | None = None) -> int:
         inst = topi_instance(*sizes[wl])
         print(f"# {wl} on {target}, seed {seed}, {mode}", flush=True)
         kw: dict[str, Any] = {"cost_model": "none"}
-        if mode == "transfer":
+        if mode in ("transfer", "log_alone"):
             src = log_a(args, wl, seed)
             if not args.source_log and not src.exists():
                 print(f"  chip A {TARGET_A}:", flush=True)
                 tune(inst, TARGET_A, src.with_suffix(".part"), args, seed, cost_model="none")
                 src.with_suffix(".part").rename(src)  # only a finished A log is reused
             kw["transfer_from"] = (str(src),)
+            kw["cost_model"] = args.cost_model if mode == "transfer" else "none"
         elif mode == "pretrained":
             kw["cost_model"] = args.cost_model
         r = tune(inst, target, run_log(args, wl, target, seed, mode), args, seed, **kw)
         r.update(key=run_key(wl, target, seed, mode, args.trials), workload=wl, target=target, seed=seed,
-                 mode=mode, trials=args.trials, quick=args.quick)  # fmt: skip
+                 mode=mode, trials=args.trials, quick=args.quick, cost_model=kw["cost_model"])  # fmt: skip
         store(results, res_path, r)
     if todo:
         print(f"\nthis run: {len(todo)} B run(s) in {(time.perf_counter() - start) / 60:.1f} min")
@@ -310,12 +329,13 @@ def default_results() -> Path:
 def unretimed(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> list[tuple[str, str, int]]:
     """(workload, chip B, seed) with a scratch run stored whose stored runs no re-timing covers: none
     yet, or a run of another mode stored since (a re-timing line names the modes it timed together;
-    lines of the first version timed all three)."""
+    lines of the first version timed the three modes of then)."""
     out = []
     for wl, t, s in ((wl, t, s) for wl in args.workloads for t in args.targets for s in args.seeds):
         modes = stored_modes(results, wl, t, s, args.trials)
         line = results.get(run_key(wl, t, s, RETIME, args.trials))
-        if "scratch" in modes and not set(modes) <= set(line.get("modes", MODES) if line else ()):
+        timed = line.get("modes", ("scratch", "log_alone", "pretrained")) if line else ()
+        if "scratch" in modes and not set(modes) <= set(timed):
             out.append((wl, t, s))
     return out
 
@@ -335,7 +355,7 @@ def retime_piece(results: dict[str, dict[str, Any]], res_path: Path, sizes: dict
         f"    {len(r['retimed'])} schedule(s) timed again in {time.perf_counter() - start:.0f} s", flush=True
     )
     r.update(key=run_key(wl, target, seed, RETIME, args.trials), workload=wl, target=target, seed=seed,
-             mode=RETIME, trials=args.trials, quick=args.quick, modes=modes)  # fmt: skip
+             mode=RETIME, trials=args.trials, quick=args.quick, modes=modes, modes_v=2)  # fmt: skip
     store(results, res_path, r)
 
 
@@ -396,7 +416,7 @@ def print_plan(todo: list[tuple[str, str, int, str]], results: dict[str, dict[st
     """Each piece still to run: its command and minutes (chip A's run included)."""
     total = 0.0
     for (wl, seed), n in sorted(pieces(todo).items()):
-        needs_a = any(m == "transfer" for w, _, s, m in todo if (w, s) == (wl, seed))
+        needs_a = any(m in ("transfer", "log_alone") for w, _, s, m in todo if (w, s) == (wl, seed))
         a_run = int(needs_a and not args.source_log and not log_a(args, wl, seed).exists())
         runs = [t for w, t, s, _ in todo if (w, s) == (wl, seed)] + [TARGET_A] * a_run
         est = sum(args.trials * _seconds_per_trial(results, wl, t, args.quick) for t in runs)

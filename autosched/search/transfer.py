@@ -203,6 +203,10 @@ class GuidedModel:
         return int(self.own.n_samples) + int(getattr(self.prior, "n_samples", 0))
 
     @property
+    def seed(self) -> int:
+        return int(getattr(self.own, "seed", 0))  # a foreign prior trains with the search's seed
+
+    @property
     def n_own(self) -> int:
         return len(self._costs)
 
@@ -323,7 +327,8 @@ def probe_score(probe_costs: Sequence[float], own_costs: Sequence[float], min_ow
 
 
 def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInfo, top: int,
-                   probes: int = 2, chunk: int = 4) -> tuple[GuidedModel, int]:  # fmt: skip
+                   probes: int = 2, chunk: int = 4, pretrained: Any = None, fingerprint: str = ""
+                   ) -> tuple[GuidedModel, int]:  # fmt: skip
     """Guide ``strategy`` (an EvolutionarySearch) by other chips' ``records``: they train a prior
     weighted by how alike their chips are to ``chip``, and the source is judged by its own best.
 
@@ -339,10 +344,16 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
     source's schedules measured here among them) and is not anchored to the source's family. (With
     the anchor kept, PoCL's depthwise conv and softmax ended 64 trials up to 2x slower than from
     scratch; dismissal alone did not close that gap, see EvolutionarySearch's family race.)
+    With a ``pretrained`` model, the search this guide overrides is itself guided by it
+    (:func:`attach_pretrained`, ``fingerprint`` the target's): it proposes from the first batch, while
+    the source waits for its probes' verdict, and it keeps its say if the source is dismissed.
     Returns the guide and how many schedules were queued before any result."""
+    if pretrained is not None:
+        attach_pretrained(strategy, pretrained, fingerprint)
     counts = Counter(r.fingerprint for r in records)
     facts = {r.fingerprint: chip_from_json(r.chip) for r in records}
     sim = sum(n * chip_similarity(facts[fp], chip) for fp, n in counts.items()) / max(1, sum(counts.values()))
+    strategy = _model_owner(strategy)
     guide = GuidedModel(strategy.model, similarity=sim)
     state = {"queued": 0}
     probe_keys: set[str] = set()
@@ -350,7 +361,6 @@ def attach_foreign(strategy: Any, records: Sequence[TuningRecord], chip: ChipInf
     unjudged: list[float] = []  # probe results not yet judged against them
     held: list[tuple[Any, float]] = []  # the first probes' results, not learnt before their verdict
 
-    strategy = _model_owner(strategy)
     seeds = getattr(strategy, "_foreign_seeds", None)  # the foreign decisions that start populations
     held_seeds: list[Any] = []  # ... held back until the source has earned trust here
 

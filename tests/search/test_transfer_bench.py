@@ -26,7 +26,7 @@ def bench() -> ModuleType:
 def run(wl: str, target: str, seed: int, mode: str, hist: list[float | None], trials: int = 8) -> dict:
     return {"key": f"{wl}|{target}|{seed}|{mode}", "workload": wl, "target": target, "seed": seed,
             "mode": mode, "trials": trials, "quick": True, "flops": 1e9, "history": hist,
-            "seconds": 4.0 * len(hist)}  # fmt: skip
+            "seconds": 4.0 * len(hist), "cost_model": "none" if mode == "log_alone" else "auto"}  # fmt: skip
 
 
 def best_so_far(costs: list[float]) -> list[float | None]:
@@ -52,8 +52,8 @@ def test_report_from_stored_pieces_and_the_missing_ones(tmp_path, bench, capsys)
     assert bench.main([*args, "--report"]) == 0
     out = capsys.readouterr().out
     table = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.startswith(("matmul ", "softmax "))}
-    assert table["matmul"][2:9] == ["1", "0", "1.0", "8", "1", "8", "8.0x"]  # the 8-trial runs only
-    assert table["softmax"][5:7] == ["1", "8"] and table["softmax"][8] == "0.1x"
+    assert table["matmul"][2:10] == ["1", "0", "1.0", "8", "1", "8", "-", "8.0x"]  # the 8-trial runs only
+    assert table["softmax"][5:7] == ["1", "8"] and table["softmax"][9] == "0.1x"
     assert "worse than scratch by > 10% on softmax: not met" in out
     missing = [ln for ln in out.splitlines() if ln.strip().startswith("piece ")]
     cmd = f"python benchmarks/transfer.py --quick --out {tmp_path} --targets opencl"
@@ -125,7 +125,10 @@ def test_a_seed_is_retimed_again_when_a_run_of_another_mode_is_stored(bench):
     assert bench.unretimed(results, args) == []
     results[bench.run_key("matmul", t, 0, "transfer", 8)] = run("matmul", t, 0, "transfer", [2.0] * 8)
     assert bench.unretimed(results, args) == [("matmul", t, 0)]  # the new run is timed with the others
-    del line["modes"]  # a line of the first version re-timed all three
+    del line["modes"]  # a line of the first version re-timed the three modes of then
+    assert bench.unretimed(results, args) == [("matmul", t, 0)]  # not transfer under the model
+    del results[bench.run_key("matmul", t, 0, "transfer", 8)]
+    results[bench.run_key("matmul", t, 0, "log_alone", 8)] = run("matmul", t, 0, "log_alone", [2.0] * 8)
     assert bench.unretimed(results, args) == []
     del results[bench.run_key("matmul", t, 0, "scratch", 8)]
     assert bench.unretimed(results, args) == []  # nothing to compare with before a scratch run

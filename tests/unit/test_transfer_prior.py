@@ -301,6 +301,29 @@ def test_tune_uses_cost_model_when_no_log(tmp_path):
         tune(tmp_path / "c.jsonl", CHIP_B, cost_b, 8, seed=1, cost_model=str(tmp_path / "missing.json"))
 
 
+def test_transfer_under_a_pretrained_model(tmp_path):
+    """A source log and a pretrained model together (the CLI's default ``--cost-model auto``): the
+    model guides B's search from its first batch, the source's two probes come after B's default,
+    and a source whose best are B's worst is dismissed, the model still guiding. (After B's first
+    batch the runs part: the model's trust is judged on batches, and the probes split B's first.)"""
+    log_a, log_m, model = tmp_path / "a.jsonl", tmp_path / "m.jsonl", tmp_path / "m.json"
+    tune(log_a, CHIP_A, cost_adversarial, 32, seed=0)
+    tune(log_m, CHIP_A, cost_b, 32, seed=0)
+    train_from_logs([log_m], model, rounds=20)
+    scratch, _, _ = tune(tmp_path / "s.jsonl", CHIP_B, cost_b, 16, seed=1)
+    alone, _, _ = tune(tmp_path / "p.jsonl", CHIP_B, cost_b, 16, seed=1, cost_model=str(model))
+    moved, task, notes = tune(tmp_path / "t.jsonl", CHIP_B, cost_b, 18, seed=1, cost_model=str(model),
+                              transfer_from=(str(log_a),))  # fmt: skip
+    assert moved[0] == alone[0] and min(moved[1:3]) > max(moved[3:10])
+    assert moved[3:10] == alone[1:8] != scratch[1:8]  # B's first batch: the model's picks, not random
+    guide = task.strategy.model
+    assert guide.weight() == 0 and guide.probe_trust is not None and guide.probe_trust < 0
+    assert isinstance(guide.own, GuidedModel) and guide.own.prior.path == str(model)
+    assert guide.own.trust is not None  # the model judged by B's results, on its own
+    assert any(n.startswith("transfer: prior weight") for n in notes)
+    assert any(n.startswith("cost model: matmul has no log on") for n in notes)
+
+
 def test_model_train_command_and_a_stale_shipped_model(tmp_path, monkeypatch, capsys):
     from autosched import cli
     from autosched.cost_model import pretrained
