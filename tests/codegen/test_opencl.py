@@ -145,3 +145,18 @@ def test_the_tuner_gives_an_opencl_cpu_device_the_cpu_rules(tmp_path):
     if tuner.chip.kind != "cpu":
         pytest.skip(f"the OpenCL device here is a {tuner.chip.kind}")
     assert isinstance(tuner.tasks[0].strategy.inner.policy, SketchPolicy)
+
+
+def test_pocl_worker_threads_are_pinned_unless_the_user_says_otherwise(monkeypatch):
+    """PoCL's CPU threads unpinned often shared one core for a whole process (timings 2x apart from
+    one runner process to the next): the adapter asks for pinning before the platform loads."""
+    import os
+
+    from autosched.hai.opencl import OpenCLAdapter
+
+    monkeypatch.delenv("POCL_AFFINITY", raising=False)
+    OpenCLAdapter()._open()
+    assert os.environ["POCL_AFFINITY"] == "1"
+    monkeypatch.setenv("POCL_AFFINITY", "0")
+    OpenCLAdapter()._open()
+    assert os.environ["POCL_AFFINITY"] == "0"
