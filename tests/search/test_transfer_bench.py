@@ -102,7 +102,8 @@ def test_retimed_histories_replace_the_search_timings(tmp_path, bench, capsys):
     assert "1 seed(s) read from the search's own timings, not yet re-timed" in out
     slower = best_so_far([4.0] * 7 + [1.0])
     again = {"key": "r", "workload": "matmul", "target": t, "seed": 0, "mode": "retime", "trials": 8,
-             "quick": True, "retimed": {}, "histories": {"scratch": slower}}  # fmt: skip
+             "quick": True, "retimed": {}, "histories": {"scratch": slower},
+             "modes": ["scratch", "transfer", "pretrained"], "modes_v": 2}  # fmt: skip
     with res.open("a") as f:
         f.write(json.dumps(again) + "\n")
     assert bench.main([*args, "--report"]) == 0
