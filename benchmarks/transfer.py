@@ -11,6 +11,9 @@ Six workloads where search is hard, three seeds each. Chip A is this machine's `
 - *log_alone* (only with ``--modes``): A's log with ``--cost-model none``, what *transfer* was until
   session 36 (runs stored before then, a *transfer* line without ``cost_model``, are read as this).
 
+A guided run stores the hash of the model file that guided it; ``--report`` counts the runs that another
+model than today's guided (the shipped model retrained since: run them again to compare).
+
 Printed per workload and B: the best GFLOP/s found on B (by any of the runs of a seed), the median over
 seeds of the trials each run needs to reach 90% of it, the best at 32 and 64 trials, and the ratios
 (done when: transfer >= 3x fewer on four of six workloads, none worse than scratch by more than 10%;
@@ -38,10 +41,10 @@ with other work is meaningless: run every piece alone.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -53,12 +56,11 @@ from autosched.tune import TuneOptions, Tuner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simulator_store import host_store
 from transfer_retime import retime_seed
+from transfer_table import FROM_A, MODES, RETIME, print_table, run_key, summarize, verdict
 
 TARGET_A = "llvm-cpu"
 TARGETS_B = ("llvm-cpu -mcpu=haswell", "opencl")
-MODES = ("scratch", "transfer", "pretrained", "log_alone")
 DEFAULT_MODES = MODES[:3]
-RETIME = "retime"  # a results line of re-timed histories per seed (transfer_retime.py), not a run
 FULL: dict[str, tuple[str, dict[str, Any]]] = {
     "matmul": ("matmul", {"M": 1024, "N": 1024, "K": 1024}),
     "conv2d": ("conv2d", {"N": 1, "C": 64, "H": 56, "W": 56, "K": 64, "stride": 1}),  # ResNet 3x3
@@ -79,13 +81,6 @@ QUICK: dict[str, tuple[str, dict[str, Any]]] = {
 # 8-trial runs of matmul and conv2d on two loaded cores took 0.6 s a trial on the CPU and 3-9 s on
 # PoCL (where random 1024^3 matmul schedules ran into the 10 s timeout).
 SECONDS_PER_TRIAL = {"cpu": 1.0, "opencl": 6.0, "quick": 0.3}
-
-
-Medians = tuple[str, str, dict[str, float | None]]  # workload, chip B, median trials to 90% per mode
-
-
-def run_key(workload: str, target: str, seed: int, mode: str, trials: int) -> str:
-    return f"{workload}|{target}|{seed}|{mode}|{trials}"
 
 
 def load_results(path: Path) -> dict[str, dict[str, Any]]:
@@ -110,8 +105,8 @@ def _renamed(r: dict[str, Any]) -> dict[str, Any]:
     if r["mode"] == RETIME and "modes_v" not in r:
         old = {"transfer": "log_alone"}
         r = {**r, "histories": {old.get(m, m): h for m, h in r["histories"].items()}}
-        if "modes" in r:
-            r["modes"] = [old.get(m, m) for m in r["modes"]]
+        # the first version's lines name no modes: it timed the three of then
+        r["modes"] = [old.get(m, m) for m in r.get("modes", ("scratch", "transfer", "pretrained"))]
     return r
 
 
@@ -135,107 +130,6 @@ def tune(inst: Any, target: str, log: Path, args: argparse.Namespace, seed: int,
     )
     return {"flops": inst.flop_count(), "history": hist, "seconds": wall, "fingerprint": tuner.fingerprint,
             "errors": dict(task.errors), "notes": notes}  # fmt: skip
-
-
-def trials_to(history: list[float | None], flops: float, goal_gflops: float) -> int | None:
-    for i, c in enumerate(history, start=1):
-        if c and flops / c / 1e9 >= goal_gflops * (1 - 1e-9):
-            return i
-    return None
-
-
-def gflops_at(history: list[float | None], flops: float, n: int) -> float:
-    h = [c for c in history[:n] if c]
-    return flops / min(h) / 1e9 if h else 0.0
-
-
-def _ratio(med: dict[str, float | None], m: str) -> str:
-    a, b = med["scratch"], med[m]
-    return "-" if a is None or b is None else f"{a / b:.1f}x"
-
-
-def _fmt(v: float | None, trials: int) -> str:
-    return "-" if v is None else (f">{trials}" if v > trials else f"{v:g}")
-
-
-def _med(v: list[float]) -> str:
-    return f"{statistics.median(v):.1f}" if v else "-"
-
-
-def summarize(results: dict[str, dict[str, Any]], names: list[str], targets: list[str], seeds: list[int],
-              trials: int) -> tuple[list[list[str]], list[Medians]]:  # fmt: skip
-    """The table's rows, and per workload and chip B the median trials to 90% of each mode."""
-    rows, meds = [], []
-    for wl in names:
-        for target in targets:
-            per_mode: dict[str, list[float]] = {m: [] for m in MODES}
-            at32: dict[str, list[float]] = {m: [] for m in MODES}
-            at64: dict[str, list[float]] = {m: [] for m in MODES}
-            bests, retimed = [], 0
-            for seed in seeds:
-                runs = {m: results.get(run_key(wl, target, seed, m, trials)) for m in MODES}
-                got = {m: r for m, r in runs.items() if r}
-                if "scratch" not in got:
-                    continue
-                again = results.get(run_key(wl, target, seed, RETIME, trials))
-                if again is not None:  # the re-timed histories (transfer_retime.py) where stored
-                    got = {
-                        m: {**r, "history": again["histories"].get(m, r["history"])} for m, r in got.items()
-                    }
-                    retimed += 1
-                flops = got["scratch"]["flops"]
-                best = max(gflops_at(r["history"], flops, trials) for r in got.values())
-                bests.append(best)
-                for m, r in got.items():
-                    n = trials_to(r["history"], flops, 0.9 * best)
-                    per_mode[m].append(n if n else trials + 1)  # not reached: counted as budget + 1
-                    at32[m].append(gflops_at(r["history"], flops, 32))
-                    at64[m].append(gflops_at(r["history"], flops, 64))
-            if not bests:
-                continue
-            med = {m: statistics.median(v) if v else None for m, v in per_mode.items()}
-            meds.append((wl, target, med))
-
-            rows.append([wl, target, str(len(bests)), str(retimed), f"{statistics.median(bests):.1f}",
-                         *(_fmt(med[m], trials) for m in MODES),
-                         _ratio(med, "transfer"), _ratio(med, "pretrained"),
-                         *(f"{_med(at32[m])}/{_med(at64[m])}" for m in MODES)])  # fmt: skip
-    return rows, meds
-
-
-def verdict(meds: list[Medians], targets: list[str], n_workloads: int) -> list[str]:
-    """The issue's done-when, per chip B: transfer >= 3x fewer trials on four of six workloads and none
-    worse than scratch by more than 10%; the pretrained model >= 2x on four of six."""
-    lines = []
-    need = min(4, n_workloads)
-    for target in targets:
-        cells = [m for _, t, m in meds if t == target]
-        if not cells:
-            continue
-        ratios = {mode: [a / b for a, b in ((m["scratch"], m[mode]) for m in cells) if a and b]
-                  for mode in ("transfer", "pretrained")}  # fmt: skip
-        worse = [wl for wl, t, m in meds if t == target and (a := m["scratch"]) and (b := m["transfer"])
-                 and b > 1.1 * a]  # fmt: skip
-        fast, good = sum(r >= 3 for r in ratios["transfer"]), sum(r >= 2 for r in ratios["pretrained"])
-        ok_t = fast >= need and not worse and len(cells) == n_workloads
-        ok_p = good >= need and len(cells) == n_workloads
-        lines.append(f"{target}: transfer >= 3x on {fast} of {len(cells)} workload(s) (goal {need} of "
-                     f"{n_workloads}), worse than scratch by > 10% on {', '.join(worse) or 'none'}: "
-                     f"{'met' if ok_t else 'not met'}; pretrained >= 2x on {good}: "
-                     f"{'met' if ok_p else 'not met'}")  # fmt: skip
-    return lines
-
-
-def print_table(rows: list[list[str]]) -> None:
-    head = ["workload", "chip B", "seeds", "re-timed", "best GF/s", "scratch", "transfer", "pretrained",
-            "log alone", "fewer (>=3x)", "pretrained (>=2x)", "scratch @32/@64", "transfer @32/@64",
-            "pretrained @32/@64", "log alone @32/@64"]  # fmt: skip
-    print("median over seeds of the trials on chip B to reach 90% of the best GFLOP/s found on B; "
-          "best GFLOP/s at 32 and 64 trials")  # fmt: skip
-    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-    for line in [head, *rows]:
-        print("  ".join([line[0].ljust(widths[0]), line[1].ljust(widths[1])]
-                        + [x.rjust(w) for x, w in zip(line[2:], widths[2:])]))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         inst = topi_instance(*sizes[wl])
         print(f"# {wl} on {target}, seed {seed}, {mode}", flush=True)
         kw: dict[str, Any] = {"cost_model": "none"}
-        if mode in ("transfer", "log_alone"):
+        if mode in FROM_A:
             src = log_a(args, wl, seed)
             if not args.source_log and not src.exists():
                 print(f"  chip A {TARGET_A}:", flush=True)
@@ -302,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             kw["cost_model"] = args.cost_model
         r = tune(inst, target, run_log(args, wl, target, seed, mode), args, seed, **kw)
         r.update(key=run_key(wl, target, seed, mode, args.trials), workload=wl, target=target, seed=seed,
-                 mode=mode, trials=args.trials, quick=args.quick, cost_model=kw["cost_model"])  # fmt: skip
+                 mode=mode, trials=args.trials, quick=args.quick, cost_model=kw["cost_model"],
+                 model=model_id(kw["cost_model"]))  # fmt: skip
         store(results, res_path, r)
     if todo:
         print(f"\nthis run: {len(todo)} B run(s) in {(time.perf_counter() - start) / 60:.1f} min")
@@ -311,6 +206,28 @@ def main(argv: list[str] | None = None) -> int:
             retime_piece(results, res_path, sizes, wl, target, seed, args)
     print()
     return report(results, args, res_path)
+
+
+def model_id(spec: str) -> str | None:
+    """The first 12 hex digits of the SHA-256 of the pretrained model file a run is guided by (``auto``:
+    the shipped one; None: no model), so that the report tells runs under an earlier model apart."""
+    from autosched.cost_model.pretrained import SHIPPED
+
+    path = None if spec == "none" else SHIPPED if spec == "auto" else Path(spec)
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12] if path and path.exists() else None
+
+
+def other_models(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict[str, int]:
+    """Chip B -> how many of the reported runs a model guided other than ``--cost-model`` is now (lines
+    stored before runs named their model cannot tell: not counted)."""
+    now = model_id(args.cost_model)
+    out: dict[str, int] = {}
+    for wl, t, s, m in ((wl, t, s, m) for wl in args.workloads for t in args.targets for s in args.seeds
+                        for m in MODES):  # fmt: skip
+        r = results.get(run_key(wl, t, s, m, args.trials))
+        if r and r.get("cost_model", "none") != "none" and r.get("model") not in (None, now):
+            out[t] = out.get(t, 0) + 1
+    return out
 
 
 def stored_modes(results: dict[str, dict[str, Any]], wl: str, target: str, seed: int, trials: int
@@ -328,13 +245,12 @@ def default_results() -> Path:
 
 def unretimed(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> list[tuple[str, str, int]]:
     """(workload, chip B, seed) with a scratch run stored whose stored runs no re-timing covers: none
-    yet, or a run of another mode stored since (a re-timing line names the modes it timed together;
-    lines of the first version timed the three modes of then)."""
+    yet, or a run of another mode stored since (a re-timing line names the modes it timed together)."""
     out = []
     for wl, t, s in ((wl, t, s) for wl in args.workloads for t in args.targets for s in args.seeds):
         modes = stored_modes(results, wl, t, s, args.trials)
         line = results.get(run_key(wl, t, s, RETIME, args.trials))
-        timed = line.get("modes", ("scratch", "log_alone", "pretrained")) if line else ()
+        timed = line["modes"] if line else ()
         if "scratch" in modes and not set(modes) <= set(timed):
             out.append((wl, t, s))
     return out
@@ -416,7 +332,7 @@ def print_plan(todo: list[tuple[str, str, int, str]], results: dict[str, dict[st
     """Each piece still to run: its command and minutes (chip A's run included)."""
     total = 0.0
     for (wl, seed), n in sorted(pieces(todo).items()):
-        needs_a = any(m in ("transfer", "log_alone") for w, _, s, m in todo if (w, s) == (wl, seed))
+        needs_a = any(m in FROM_A for w, _, s, m in todo if (w, s) == (wl, seed))
         a_run = int(needs_a and not args.source_log and not log_a(args, wl, seed).exists())
         runs = [t for w, t, s, _ in todo if (w, s) == (wl, seed)] + [TARGET_A] * a_run
         est = sum(args.trials * _seconds_per_trial(results, wl, t, args.quick) for t in runs)
@@ -437,6 +353,8 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace, res_pat
         print()
         for line in verdict(meds, args.targets, len(args.workloads)):
             print(line)
+        for t, n in other_models(results, args).items():
+            print(f"{t}: {n} of the guided runs ran under another model than {args.cost_model!r} is now")
     missing = [(wl, t, s, m) for wl in args.workloads for s in args.seeds for t in args.targets
                for m in args.modes if run_key(wl, t, s, m, args.trials) not in results]  # fmt: skip
     if missing:

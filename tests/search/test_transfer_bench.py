@@ -126,10 +126,33 @@ def test_a_seed_is_retimed_again_when_a_run_of_another_mode_is_stored(bench):
     assert bench.unretimed(results, args) == []
     results[bench.run_key("matmul", t, 0, "transfer", 8)] = run("matmul", t, 0, "transfer", [2.0] * 8)
     assert bench.unretimed(results, args) == [("matmul", t, 0)]  # the new run is timed with the others
-    del line["modes"]  # a line of the first version re-timed the three modes of then
+    first = bench._renamed({"mode": "retime", "histories": {"transfer": [1.0]}})  # the first version's line
+    assert first["modes"] == ["scratch", "log_alone", "pretrained"] and "log_alone" in first["histories"]
+    results[bench.run_key("matmul", t, 0, "retime", 8)] = first  # it re-timed the three modes of then
     assert bench.unretimed(results, args) == [("matmul", t, 0)]  # not transfer under the model
     del results[bench.run_key("matmul", t, 0, "transfer", 8)]
     results[bench.run_key("matmul", t, 0, "log_alone", 8)] = run("matmul", t, 0, "log_alone", [2.0] * 8)
     assert bench.unretimed(results, args) == []
     del results[bench.run_key("matmul", t, 0, "scratch", 8)]
     assert bench.unretimed(results, args) == []  # nothing to compare with before a scratch run
+
+
+def test_the_report_counts_the_runs_another_model_guided(tmp_path, bench, capsys):
+    model = tmp_path / "model.json"
+    model.write_text('{"a": 1}\n')
+    now = bench.model_id(str(model))
+    assert now == bench.model_id(str(model)) and len(now) == 12 and bench.model_id("none") is None
+    fast = best_so_far([1.0] * 8)
+    lines = [{**run("matmul", "opencl", 0, "scratch", fast), "cost_model": "none"},
+             {**run("matmul", "opencl", 0, "pretrained", fast), "model": now},
+             {**run("matmul", "opencl", 0, "transfer", fast), "model": "0123456789ab"},  # retrained since
+             run("matmul", "opencl", 0, "log_alone", fast),  # no model guided it
+             run("matmul", "llvm-cpu", 0, "pretrained", fast)]  # before runs named their model  # fmt: skip
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    args = ["--quick", "--out", str(tmp_path), "--workloads", "matmul", "--seeds", "0", "--cost-model",
+            str(model)]  # fmt: skip
+    assert bench.main([*args, "--targets", "opencl", "llvm-cpu", "--report"]) == 0
+    out = capsys.readouterr().out
+    flagged = [ln for ln in out.splitlines() if "guided runs ran under another model" in ln]
+    # the llvm-cpu line names no model: it cannot tell
+    assert flagged == [f"opencl: 1 of the guided runs ran under another model than {str(model)!r} is now"]
