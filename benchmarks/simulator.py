@@ -64,7 +64,7 @@ from autosched.measure.measure import LocalMeasurer
 from autosched.measure.runner import LocalRunner
 from autosched.measure.task import MeasureTask
 from autosched.records.log import trace_key
-from autosched.search.transfer import rank_correlation
+from autosched.search.guided import rank_correlation
 from autosched.search_space.schedule import replay
 from autosched.search_space.sketch import SketchPolicy
 from autosched.search_space.trace import trace_to_json
@@ -108,7 +108,7 @@ CHIPS = {"llvm-cpu": "rocketlake", "llvm-cpu -mcpu=haswell": "avx2-desktop"}
 
 
 def spearman(a: list[float], b: list[float]) -> float:
-    """Spearman's rank correlation (:func:`~autosched.search.transfer.rank_correlation`, average ranks
+    """Spearman's rank correlation (:func:`~autosched.search.guided.rank_correlation`, average ranks
     for ties); nan for fewer than 3 points or a constant side, so the report leaves it out."""
     if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
         return float("nan")

@@ -11,7 +11,8 @@ from autosched.cost_model.features import FEATURE_COUNT
 from autosched.cost_model.pretrained import CostModelError, PretrainedModel, feature_set, train_from_logs
 from autosched.measure.fake import FakeMeasurer
 from autosched.records.log import trace_key
-from autosched.search.transfer import GuidedModel, chip_similarity, rank_correlation
+from autosched.search.guided import GuidedModel, rank_correlation
+from autosched.search.transfer import chip_similarity
 from autosched.te.workload import WorkloadInstance
 from autosched.topi.workloads import make_matmul
 from autosched.tune import TuneOptions, Tuner
