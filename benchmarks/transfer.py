@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autosched.cost_model.pretrained import topi_instance
+from autosched.cost_model.pretrained import model_path, topi_instance
 from autosched.tune import TuneOptions, Tuner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -211,9 +211,7 @@ def main(argv: list[str] | None = None) -> int:
 def model_id(spec: str) -> str | None:
     """The first 12 hex digits of the SHA-256 of the pretrained model file a run is guided by (``auto``:
     the shipped one; None: no model), so that the report tells runs under an earlier model apart."""
-    from autosched.cost_model.pretrained import SHIPPED
-
-    path = None if spec == "none" else SHIPPED if spec == "auto" else Path(spec)
+    path = model_path(spec)
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12] if path and path.exists() else None
 
 

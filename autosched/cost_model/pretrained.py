@@ -169,13 +169,20 @@ class PretrainedModel:
         return cls(model, data, str(path))
 
 
-def load_cost_model(spec: str | None) -> PretrainedModel | None:
-    """``--cost-model``: a path, ``"auto"`` (the shipped model, None if absent) or ``"none"``/None."""
+def model_path(spec: str | None) -> Path | None:
+    """The file ``--cost-model`` names: a path, ``"auto"`` (the shipped model, None if absent) or
+    ``"none"``/None (no model)."""
     if spec is None or spec == "none":
         return None
     if spec == "auto":
-        return PretrainedModel.load(SHIPPED) if SHIPPED.exists() else None
-    return PretrainedModel.load(spec)
+        return SHIPPED if SHIPPED.exists() else None
+    return Path(spec)
+
+
+def load_cost_model(spec: str | None) -> PretrainedModel | None:
+    """``--cost-model``: the model :func:`model_path` names, or None."""
+    path = model_path(spec)
+    return None if path is None else PretrainedModel.load(path)
 
 
 # Training ------------------------------------------------------------------------------------------
