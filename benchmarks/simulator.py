@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import random
@@ -192,11 +193,12 @@ def sample_candidates(name: str, tensors: list, chip_file: str, args: argparse.N
 
 
 def correlation(name: str, tensors: list, target: str, chip_file: str, args: argparse.Namespace,
-                store: Store, run: bool = True, beside: str | None = None) -> dict:  # fmt: skip
-    """Sample distinct candidates, measure on ``target`` those not yet in ``store``, model them all on
-    ``chip_file`` (and on ``beside``, for comparison). ``run=False``: measure nothing (``missing``
-    counts what is not stored)."""
-    cands = sample_candidates(name, tensors, chip_file, args)
+                store: Store, run: bool = True, beside: str | None = None,
+                cands: list[tuple] | None = None) -> dict:  # fmt: skip
+    """Sample distinct candidates (or take ``cands``, sampled so before), measure on ``target`` those not
+    yet in ``store``, model them all on ``chip_file`` (and on ``beside``, for comparison).
+    ``run=False``: measure nothing (``missing`` counts what is not stored)."""
+    cands = sample_candidates(name, tensors, chip_file, args) if cands is None else cands
     key = measure_key(name, args.sizes, target, args.threads, args.repeat)
     start = time.perf_counter()
     measured_now = 0
@@ -344,7 +346,14 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="autosched_sim_bench_"))
     sections = {s.strip() for s in args.sections.split(",")}
     chips = {t: _chip_for(args, t, tmp) for t in targets}
-    todo = plan(args, store, names, targets, sections, chips)
+
+    tensors = functools.cache(lambda name: sizes[name]())
+
+    @functools.cache
+    def sampled(name: str, target: str) -> list[tuple]:  # the plan and the piece sample the same ones
+        return sample_candidates(name, tensors(name), chips[target], args)
+
+    todo = plan(args, store, names, targets, sections, chips, lambda n, t: [c[2] for c in sampled(n, t)])
     print(f"store {store.path}; still to run:")
     print_plan(todo, args)
     if args.estimate:
@@ -356,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             if "correlation" in sections:
                 beside = data_sheet_chip(args, target)
-                r = correlation(name, sizes[name](), target, chip_file, args, store, run, beside)
+                r = correlation(
+                    name, tensors(name), target, chip_file, args, store, run, beside, sampled(name, target)
+                )
                 out["correlation"].append(r)
                 print(f"# {target:24s} {name:10s} spearman {r['spearman']:.3f} over {r['ok']} of "
                       f"{r['candidates']} ({r['measured_now']} measured now, {r['missing']} missing; "

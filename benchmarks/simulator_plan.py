@@ -1,13 +1,15 @@
 """Which pieces of benchmarks/simulator.py are still to run, and about how long each takes.
 
 A piece is one section (correlation or tuning), target and workload. A correlation piece counts the
-passes its candidates still lack in the store (:mod:`simulator_store`); a tuning piece is to run until
-the store holds its result for this chip file, trials, seed and model version. The minutes come from
-what the store's earlier pieces took, else from :data:`SECONDS`.
+passes that the candidates sampled now still lack in the store (:mod:`simulator_store`): stored
+candidates of an earlier sketch or lowering are other kernels and count for nothing. A tuning piece
+is to run until the store holds its result for this chip file, trials, seed and model version. The
+minutes come from what the store's earlier pieces took, else from :data:`SECONDS`.
 
 Example::
 
-    todo = plan(args, store, ["matmul"], ["llvm-cpu"], {"correlation"}, {"llvm-cpu": "znver5"})
+    todo = plan(args, store, ["matmul"], ["llvm-cpu"], {"correlation"}, {"llvm-cpu": "znver5"},
+                lambda name, target: ["576b654a1ce298d0bdb8", ...])  # the IR hashes sampled now
     print_plan(todo, args)
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Callable
 
 from simulator_store import Store, measure_key, tuning_key
 
@@ -43,18 +46,21 @@ def piece_flags(argv: list[str]) -> str:
 
 
 def plan(args: argparse.Namespace, store: Store, names: list[str], targets: list[str],
-         sections: set[str], chips: dict[str, str]) -> list[tuple[str, str, str, float]]:  # fmt: skip
+         sections: set[str], chips: dict[str, str],
+         sampled: Callable[[str, str], list[str]]) -> list[tuple[str, str, str, float]]:  # fmt: skip
     """The pieces still to run: (section, target, workload, estimated seconds). A correlation piece
-    counts the passes its candidates still lack (stored ones of an older sketch may count as done)."""
+    counts the passes still lacking of the candidates ``sampled(workload, target)`` names (their IR
+    hashes); a kernel's own failure needs none, and ``--again`` asks one more of each."""
     out = []
     for target in targets:
         for name in names:
             if "correlation" in sections:
                 key = measure_key(name, args.sizes, target, args.threads, args.repeat)
-                done = sum(min(len(v), args.passes) for v in store.passes(key).values())
-                failed = sum(r["cost"] is None for r in store.measured(key).values())  # measured no more
-                missing = max(0, args.passes * (args.candidates - failed) - done)
-                missing += args.candidates if args.again else 0
+                measured, passes = store.measured(key), store.passes(key)
+                live = [ir for ir in sampled(name, target)
+                        if ir not in measured or measured[ir]["cost"] is not None]  # fmt: skip
+                missing = sum(max(0, args.passes - len(passes.get(ir, ()))) for ir in live)
+                missing += len(live) if args.again else 0
                 each = store.seconds_per_candidate(key) or SECONDS["candidate"][args.sizes]
                 if missing:
                     out.append(("correlation", target, name, missing * each))

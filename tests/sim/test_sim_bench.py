@@ -103,6 +103,23 @@ def test_two_passes_by_default_each_kept_and_their_retest_correlation(tmp_path, 
     assert bench.main([*default, "--estimate"]) == 0 and "nothing to run" in capsys.readouterr().out
 
 
+def test_candidates_of_an_earlier_sketch_do_not_count_as_done(tmp_path, bench, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "_measurer", lambda target, args: FakeMeasurer())
+    path = tmp_path / "s.jsonl"
+    bench.main(_args(bench, path))  # the 5 candidates sampled now, one pass each
+    (key,) = {json.loads(x)["key"] for x in path.read_text().splitlines()}
+    store = bench.Store(path)
+    for i in range(20):  # kernels the sketch no longer samples, measured twice over
+        store.add_measured(key, f"old{i}", 1e-6, 0.5)
+        store.add_measured(key, f"old{i}", 1e-6, 0.5)
+    capsys.readouterr()
+    default = _args(bench, path)[:-2]  # two passes: the 5 lack their second, whatever else is stored
+    assert bench.main([*default, "--estimate"]) == 0 and "1 piece(s) to run" in capsys.readouterr().out
+    FakeMeasurer.asked = []
+    bench.main(default)
+    assert FakeMeasurer.asked == [5] and "(5 candidates, " in capsys.readouterr().out
+
+
 def test_report_measures_nothing_and_says_what_is_missing(tmp_path, bench, monkeypatch, capsys):
     monkeypatch.setattr(bench, "_measurer", lambda target, args: FakeMeasurer())
     FakeMeasurer.asked = []
