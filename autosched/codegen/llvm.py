@@ -16,6 +16,7 @@ from ..errors import CompileError
 from ..lower.ir import Allocate, Barrier, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from ..te.expr import Expr, Var, is_float, is_int
 from . import llvm_parallel
+from .llvm_alias import AliasScopes
 from .llvm_expr import I8, I64, ITEM_BYTES, PTR, STORAGE_TYPES, VOID, ExprCodegen, Frame
 from .llvm_intrinsics import I32, declare, lane_range, like, splat
 from .llvm_stream import emit_stream_loop, mark_nontemporal, stream_store
@@ -48,6 +49,7 @@ class LLVMCodegen(ExprCodegen):
         self.vector_first: int | ir.Value = 0  # the loop var's value in lane 0 of the piece being emitted
         self.streaming: Store | None = None  # the store of a stream loop's vector body (llvm_stream)
         self.n_outlined = 0
+        self.scopes = AliasScopes(self.module, func)  # every access says which buffer it touches
         fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR] * len(func.params)), func.name)
         self.frame = Frame.open(fn, in_parallel=False)
         for arg, buf in zip(fn.args, func.params, strict=True):
@@ -119,12 +121,14 @@ class LLVMCodegen(ExprCodegen):
         if kind == "scalar":
             if isinstance(value.type, ir.VectorType):
                 raise self.fail(f"store to {s.buffer.name} reduces across vector lanes")
-            b.store(value, addr, align=align)
+            self.scopes.tag(b.store(value, addr, align=align), s.buffer)
         elif kind == "vector":
             assert self.vector is not None
             streams = s is self.streaming  # a whole vector at an aligned address
             vector, ptr = self.widen(value, self.vector[1]), self.gep(s.buffer, addr)
-            stored = b.store(vector, ptr, align=self.vector_bytes if streams else align)
+            stored = self.scopes.tag(
+                b.store(vector, ptr, align=self.vector_bytes if streams else align), s.buffer
+            )
             if streams:
                 mark_nontemporal(self.module, stored)
         else:  # scatter, lane by lane in order
@@ -133,8 +137,9 @@ class LLVMCodegen(ExprCodegen):
             value = self.broadcast(value, addr)
             for lane in range(addr.type.count):
                 k = ir.Constant(I32, lane)
-                b.store(
-                    b.extract_element(value, k), self.gep(s.buffer, b.extract_element(addr, k)), align=align
+                lane = b.extract_element(value, k)
+                self.scopes.tag(
+                    b.store(lane, self.gep(s.buffer, b.extract_element(addr, k)), align=align), s.buffer
                 )
 
     def store_lane_reduction(self, s: Store, op: str, term: Expr) -> None:
@@ -155,8 +160,9 @@ class LLVMCodegen(ExprCodegen):
         total = b.extract_element(v, ir.Constant(I32, 0))
         _, addr = self.address(s.buffer, s.indices)
         sty, align = STORAGE_TYPES[s.buffer.dtype], ITEM_BYTES[s.buffer.dtype]
-        acc = self.from_storage(b.load(addr, typ=sty, align=align), s.buffer.dtype)
-        b.store(self.to_storage(self.binary(op, dtype, acc, total), s.buffer.dtype), addr, align=align)
+        acc = self.from_storage(self.scopes.tag(b.load(addr, typ=sty, align=align), s.buffer), s.buffer.dtype)
+        new = self.to_storage(self.binary(op, dtype, acc, total), s.buffer.dtype)
+        self.scopes.tag(b.store(new, addr, align=align), s.buffer)
 
     def stmt_For(self, s: For) -> None:
         """serial: a loop. unrolled: the body ``extent`` times. vectorized: one body in vector types when
@@ -272,17 +278,18 @@ class LLVMCodegen(ExprCodegen):
         kind, addr = self.address(e.buffer, e.indices)
         b, sty, align = self.frame.b, STORAGE_TYPES[e.buffer.dtype], ITEM_BYTES[e.buffer.dtype]
         if kind == "scalar":
-            v = b.load(addr, typ=sty, align=align)
+            v = self.scopes.tag(b.load(addr, typ=sty, align=align), e.buffer)
         elif kind == "vector":
             assert self.vector is not None
             v = b.load(self.gep(e.buffer, addr), typ=ir.VectorType(sty, self.vector[1]), align=align)
+            self.scopes.tag(v, e.buffer)
         elif kind.startswith("stride"):
             # Lanes s apart (a stride-2 conv's input): one load of the span they cover, exactly to the
             # last lane so it stays in bounds, then every s-th element (scalar loads cost one per lane).
             assert self.vector is not None
             stride, lanes = int(kind[6:]), self.vector[1]
             span = ir.VectorType(sty, stride * (lanes - 1) + 1)
-            wide = b.load(self.gep(e.buffer, addr), typ=span, align=align)
+            wide = self.scopes.tag(b.load(self.gep(e.buffer, addr), typ=span, align=align), e.buffer)
             v = b.shuffle_vector(
                 wide, wide, ir.Constant(ir.VectorType(I32, lanes), list(range(0, span.count, stride)))
             )
@@ -291,6 +298,7 @@ class LLVMCodegen(ExprCodegen):
             for lane in range(addr.type.count):
                 k = ir.Constant(I32, lane)
                 x = b.load(self.gep(e.buffer, b.extract_element(addr, k)), typ=sty, align=align)
+                self.scopes.tag(x, e.buffer)
                 v = b.insert_element(v, x, k)
         return self.from_storage(v, e.buffer.dtype)
 
