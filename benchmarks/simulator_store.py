@@ -3,8 +3,9 @@
 One JSON-lines file (``--store``), each line versioned (``"v": 1``) and of one kind:
 
 - ``measured``: one candidate's measured time on a real target, keyed by the piece it belongs to
-  (workload, sizes, target, threads, repeats) and the hash of its lowered loop IR (``ir``), so a change
-  to the sketch or to lowering that yields another kernel is measured anew, while a change to the model
+  (workload, sizes, target, threads, repeats, the generated code's version :data:`CODEGEN`) and the
+  hash of its lowered loop IR (``ir``), so a change to the sketch, to lowering or to codegen that
+  yields another kernel is measured anew, while a change to the model
   re-predicts the stored kernels without timing any of them; measured again (``--again``), a candidate
   keeps its least time (every pass's is kept too, for the retest correlation); a failure is kept only
   when it is the kernel's own (``PERMANENT``).
@@ -53,8 +54,16 @@ def ir_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def measure_key(workload: str, sizes: str, target: str, threads: int | None, repeat: int) -> str:
-    return f"{workload}|{sizes}|{target}|t{threads or 0}|r{repeat}"
+# The generated code's version: the same loop IR compiles to another kernel when codegen changes, so
+# its times are measured again. 2: every access carries alias scopes (codegen.llvm_alias, 2026-12-07);
+# a tile on the heap in a parallel body had been stored and reloaded at every update.
+CODEGEN = 2
+
+
+def measure_key(workload: str, sizes: str, target: str, threads: int | None, repeat: int,
+                codegen: int = CODEGEN) -> str:  # fmt: skip
+    """The key of one correlation piece; ``codegen`` 1 is the first version's (no ``|g`` part)."""
+    return f"{workload}|{sizes}|{target}|t{threads or 0}|r{repeat}" + (f"|g{codegen}" if codegen > 1 else "")
 
 
 def tuning_key(workload: str, sizes: str, target: str, chip_sha: str, trials: int, seed: int,
