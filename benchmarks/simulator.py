@@ -85,7 +85,7 @@ from autosched.tune import TuneOptions, Tuner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simulator_plan import piece_flags, plan, print_plan, tuning_piece_key
-from simulator_store import Store, host_store, ir_hash, measure_key
+from simulator_store import CODEGEN, Store, host_store, ir_hash, measure_key
 
 FULL = {
     "matmul": lambda: make_matmul(1024, 1024, 1024),
@@ -379,8 +379,15 @@ def main(argv: list[str] | None = None) -> int:
                 if got is None and run:
                     got = sim_vs_real(name, sizes[name](), target, chip_file, args, tmp)
                     store.add_tuning(key, got)
-                if got is None:
-                    continue
+                if got is None:  # --report: the piece as an earlier codegen's kernels ran it, said so
+                    earlier = [
+                        (g, tuning_piece_key(name, target, chip_file, args, g))
+                        for g in range(CODEGEN - 1, 0, -1)
+                    ]
+                    found = [(g, t) for g, k in earlier if (t := store.tuning(k))]
+                    if not found:
+                        continue
+                    got = {**found[0][1], "codegen": found[0][0]}
                 out["tuning"].append(got)
                 print(f"# {target:24s} {name:10s} tuned on sim: {got['sim_pick_s'] * 1e3:.3f} ms, on the "
                       f"real target: {got['real_pick_s'] * 1e3:.3f} ms, ratio {got['ratio']:.2f}",
@@ -407,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     if out["tuning"]:
         print(f"Best found tuning on the simulator vs on the target, {args.trials} trials each (goal >= 0.8)")
         for r in out["tuning"]:
-            print(f"  {r['target']:24s} {r['workload']:10s} {r['ratio']:6.2f}")
+            was = f"  (kernels of codegen {r['codegen']}, before {CODEGEN})" if "codegen" in r else ""
+            print(f"  {r['target']:24s} {r['workload']:10s} {r['ratio']:6.2f}{was}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

@@ -19,7 +19,7 @@ import argparse
 import shlex
 from collections.abc import Callable
 
-from simulator_store import Store, measure_key, tuning_key
+from simulator_store import CODEGEN, Store, measure_key, tuning_key
 
 from autosched.sim.chip import load_chip
 from autosched.sim.model import SIM_MODEL_VERSION
@@ -61,7 +61,11 @@ def plan(args: argparse.Namespace, store: Store, names: list[str], targets: list
                         if ir not in measured or measured[ir]["cost"] is not None]  # fmt: skip
                 missing = sum(max(0, args.passes - len(passes.get(ir, ()))) for ir in live)
                 missing += len(live) if args.again else 0
-                each = store.seconds_per_candidate(key) or SECONDS["candidate"][args.sizes]
+                # minutes from the same piece under an earlier codegen until this one has its own
+                older = [measure_key(name, args.sizes, target, args.threads, args.repeat, g)
+                         for g in range(CODEGEN - 1, 0, -1)]  # fmt: skip
+                each = next((t for k in [key, *older] if (t := store.seconds_per_candidate(k))),
+                            SECONDS["candidate"][args.sizes])  # fmt: skip
                 if missing:
                     out.append(("correlation", target, name, missing * each))
             if "tuning" not in sections:
@@ -81,8 +85,9 @@ def print_plan(todo: list[tuple[str, str, str, float]], args: argparse.Namespace
     print(f"{len(todo)} piece(s) to run, about {total / 60:.0f} min in all" if todo else "nothing to run")
 
 
-def tuning_piece_key(name: str, target: str, chip_file: str, args: argparse.Namespace) -> str:
+def tuning_piece_key(name: str, target: str, chip_file: str, args: argparse.Namespace,
+                     codegen: int = CODEGEN) -> str:  # fmt: skip
     """The store key of one tuning piece: its workload, target, chip file content, trials, seed, threads,
-    batch size and model version."""
+    batch size, model version and generated code's version."""
     return tuning_key(name, args.sizes, target, load_chip(chip_file).sha, args.trials, args.seed,
-                      args.threads, args.batch_size, SIM_MODEL_VERSION)  # fmt: skip
+                      args.threads, args.batch_size, SIM_MODEL_VERSION, codegen)  # fmt: skip

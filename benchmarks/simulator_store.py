@@ -11,7 +11,7 @@ One JSON-lines file (``--store``), each line versioned (``"v": 1``) and of one k
   when it is the kernel's own (``PERMANENT``).
   ``seconds``: the wall time its batch took a candidate (compile, check, time), for ``--estimate``.
 - ``tuning``: one finished tuning piece (workload, target, chip file content, trials, seed, threads,
-  batch size, model version) with both picks' times.
+  batch size, model version, generated code's version) with both picks' times.
 
 Lines from a run cut short are kept (each batch is appended when it is done); a line that does not
 parse (cut mid-write) or has an unknown version is skipped.
@@ -67,8 +67,9 @@ def measure_key(workload: str, sizes: str, target: str, threads: int | None, rep
 
 
 def tuning_key(workload: str, sizes: str, target: str, chip_sha: str, trials: int, seed: int,
-               threads: int | None, batch: int, model: int) -> str:  # fmt: skip
-    return f"{workload}|{sizes}|{target}|{chip_sha}|n{trials}|s{seed}|t{threads or 0}|b{batch}|m{model}"
+               threads: int | None, batch: int, model: int, codegen: int = CODEGEN) -> str:  # fmt: skip
+    key = f"{workload}|{sizes}|{target}|{chip_sha}|n{trials}|s{seed}|t{threads or 0}|b{batch}|m{model}"
+    return key + (f"|g{codegen}" if codegen > 1 else "")
 
 
 class Store:

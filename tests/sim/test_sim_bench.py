@@ -171,3 +171,25 @@ def test_haswell_is_modeled_as_the_avx2_core_on_this_machine_and_the_data_sheet_
     bench.main([*args, "--avx2-chip", "avx2-desktop"])  # a whole chip named: modeled as it is
     out = capsys.readouterr().out
     assert FakeMeasurer.asked == [5] and "as a whole chip" not in out and "avx2-desktop-1core" in out
+
+
+def test_a_codegen_change_measures_again_and_the_report_labels_older_pieces(
+    tmp_path, bench, monkeypatch, capsys
+):
+    """Measurements and tuning pieces are keyed by the generated code's version: kernels of the same
+    loop IR are timed again after codegen changes, and ``--report`` prints an older tuning piece
+    labeled as such until it is run again."""
+    monkeypatch.setattr(bench, "_measurer", lambda target, args: FakeMeasurer())
+    picks = {"sim_pick_s": 2e-3, "real_pick_s": 1e-3, "ratio": 0.5, "seconds": 1.0, "trials": 16}
+    monkeypatch.setattr(bench, "sim_vs_real", lambda *a: {"workload": a[0], "target": a[2], **picks})
+    path = tmp_path / "s.jsonl"
+    both = _args(bench, path, "--sections", "correlation,tuning")  # the later --sections counts
+    bench.main(both)
+    text = path.read_text()
+    assert f"|g{bench.CODEGEN}" in text and bench.CODEGEN >= 2
+    path.write_text(text.replace(f"|g{bench.CODEGEN}", ""))  # as the first codegen's bench stored them
+    capsys.readouterr()
+    assert bench.main([*both, "--estimate"]) == 0
+    assert "2 piece(s) to run" in capsys.readouterr().out  # both measured again
+    bench.main([*both, "--report"])
+    assert f"0.50  (kernels of codegen 1, before {bench.CODEGEN})" in capsys.readouterr().out
