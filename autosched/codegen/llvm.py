@@ -137,9 +137,9 @@ class LLVMCodegen(ExprCodegen):
             value = self.broadcast(value, addr)
             for lane in range(addr.type.count):
                 k = ir.Constant(I32, lane)
-                lane = b.extract_element(value, k)
+                elem = b.extract_element(value, k)
                 self.scopes.tag(
-                    b.store(lane, self.gep(s.buffer, b.extract_element(addr, k)), align=align), s.buffer
+                    b.store(elem, self.gep(s.buffer, b.extract_element(addr, k)), align=align), s.buffer
                 )
 
     def store_lane_reduction(self, s: Store, op: str, term: Expr) -> None:
