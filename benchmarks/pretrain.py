@@ -136,10 +136,11 @@ def ranking(model: Any, store_path: Path, targets: list[str], workloads: list[st
     model ranks workloads it has never seen, measured on the store's chip. Spearman is nan under 10
     candidates (a store sampled by an older sketch matches few of today's)."""
     import tempfile
+    from functools import partial
 
     import numpy as np
     import simulator as sim
-    from simulator_store import CODEGEN, Store, measure_key
+    from simulator_store import Store, measure_key, newest
 
     from autosched.cost_model.features import candidate_features
     from autosched.hai.registry import get_adapter
@@ -156,8 +157,8 @@ def ranking(model: Any, store_path: Path, targets: list[str], workloads: list[st
             chip_file = sim._chip_for(args, target, Path(tmp))
             for name in workloads:
                 # the newest generated code's times the store holds (each ranks that machine's kernels)
-                keys = [measure_key(name, "full", target, None, 3, g) for g in range(CODEGEN, 0, -1)]
-                stored = next((got for k in keys if (got := store.measured(k))), {})
+                found = newest(partial(measure_key, name, "full", target, None, 3), store.measured)
+                stored = found[1] if found else {}
                 cands = [(f, stored[ir]["cost"]) for _, f, ir in
                          sim.sample_candidates(name, sim.FULL[name](), chip_file, args)
                          if stored.get(ir) and stored[ir]["cost"] is not None]  # fmt: skip

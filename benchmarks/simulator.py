@@ -85,7 +85,7 @@ from autosched.tune import TuneOptions, Tuner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simulator_plan import piece_flags, plan, print_plan, tuning_piece_key
-from simulator_store import CODEGEN, Store, host_store, ir_hash, measure_key
+from simulator_store import CODEGEN, Store, host_store, ir_hash, measure_key, newest
 
 FULL = {
     "matmul": lambda: make_matmul(1024, 1024, 1024),
@@ -380,14 +380,11 @@ def main(argv: list[str] | None = None) -> int:
                     got = sim_vs_real(name, sizes[name](), target, chip_file, args, tmp)
                     store.add_tuning(key, got)
                 if got is None:  # --report: the piece as an earlier codegen's kernels ran it, said so
-                    earlier = [
-                        (g, tuning_piece_key(name, target, chip_file, args, g))
-                        for g in range(CODEGEN - 1, 0, -1)
-                    ]
-                    found = [(g, t) for g, k in earlier if (t := store.tuning(k))]
-                    if not found:
+                    piece = functools.partial(tuning_piece_key, name, target, chip_file, args)
+                    found = newest(piece, store.tuning, below=CODEGEN)
+                    if found is None:
                         continue
-                    got = {**found[0][1], "codegen": found[0][0]}
+                    got = {**found[1], "codegen": found[0]}
                 out["tuning"].append(got)
                 print(f"# {target:24s} {name:10s} tuned on sim: {got['sim_pick_s'] * 1e3:.3f} ms, on the "
                       f"real target: {got['real_pick_s'] * 1e3:.3f} ms, ratio {got['ratio']:.2f}",

@@ -18,8 +18,9 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Callable
+from functools import partial
 
-from simulator_store import CODEGEN, Store, measure_key, tuning_key
+from simulator_store import CODEGEN, Store, measure_key, newest, tuning_key
 
 from autosched.sim.chip import load_chip
 from autosched.sim.model import SIM_MODEL_VERSION
@@ -62,10 +63,9 @@ def plan(args: argparse.Namespace, store: Store, names: list[str], targets: list
                 missing = sum(max(0, args.passes - len(passes.get(ir, ()))) for ir in live)
                 missing += len(live) if args.again else 0
                 # minutes from the same piece under an earlier codegen until this one has its own
-                older = [measure_key(name, args.sizes, target, args.threads, args.repeat, g)
-                         for g in range(CODEGEN - 1, 0, -1)]  # fmt: skip
-                each = next((t for k in [key, *older] if (t := store.seconds_per_candidate(k))),
-                            SECONDS["candidate"][args.sizes])  # fmt: skip
+                timed = newest(partial(measure_key, name, args.sizes, target, args.threads, args.repeat),
+                               store.seconds_per_candidate)  # fmt: skip
+                each = timed[1] if timed else SECONDS["candidate"][args.sizes]
                 if missing:
                     out.append(("correlation", target, name, missing * each))
             if "tuning" not in sections:

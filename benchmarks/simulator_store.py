@@ -28,8 +28,11 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 VERSION = 1
 # Failures that are the candidate's own; a crash, timeout or out-of-memory may be the machine's doing (a
@@ -58,6 +61,13 @@ def ir_hash(text: str) -> str:
 # its times are measured again. 2: every access carries alias scopes (codegen.llvm_alias, 2026-12-07);
 # a tile on the heap in a parallel body had been stored and reloaded at every update.
 CODEGEN = 2
+
+
+def newest(key_of: Callable[[int], str], get: Callable[[str], T | None], below: int = CODEGEN + 1
+           ) -> tuple[int, T] | None:  # fmt: skip
+    """The newest codegen version under ``below`` whose key (``key_of(version)``) ``get`` finds something
+    for, with what it found; None when no version has any."""
+    return next(((g, got) for g in range(below - 1, 0, -1) if (got := get(key_of(g)))), None)
 
 
 def measure_key(workload: str, sizes: str, target: str, threads: int | None, repeat: int,
