@@ -6,8 +6,9 @@ Per store (one statement and the loops around it) it bounds the time by each res
   width). The vector loop is the one codegen emits in vector types (``<N x float>``: a power of two is
   legalized into registers, any longer extent is cut as codegen cuts it, into native registers and
   a power-of-two tail, :func:`~autosched.codegen.llvm.vector_chunks`), else the innermost real loop
-  LLVM's own vectorizer would take; a lane-varying guard on a load, or an access the vector loop cannot
-  load contiguously, costs lanes. Loops LLVM unrolls itself count as unrolled; loads are hoisted out
+  LLVM's own vectorizer would take; a lane-varying guard on a strided load, or an access the vector loop
+  cannot load contiguously, costs lanes, and a guarded load in a loop too short for that vectorizer
+  runs lane by lane. Loops LLVM unrolls itself count as unrolled; loads are hoisted out
   of the innermost loops that do not move them (LICM), gathers while they fit (and the copies of one
   gather in unrolled loops are one); an accumulator the innermost real loop does not move stays in a
   register (if that loop stores it once) unless too many are in flight; guards tested there cost a
@@ -41,13 +42,14 @@ from ..lower.stmt_visit import walk_stmts
 from ..te.expr import Binary
 from .chip import ChipSpec
 from .guards import guard_share, guard_uops
-from .ops import count_ops, guarded_load
+from .llvm_passes import auto_vectorized, executions, fully_unrolled, gathers, vector_access
+from .ops import count_ops, guarded_loads
 from .reuse import DTYPE_BYTES, Access, accesses
 from .traffic import cache_traffic
 
 # Bumped whenever a change to the model (or its calibration) changes modeled times: it is part of a
 # simulated chip's fingerprint, so a resumed log never mixes the times of two models.
-SIM_MODEL_VERSION = 14
+SIM_MODEL_VERSION = 15
 HEAP_ABOVE_BYTES = 64 * 1024  # codegen: larger buffers come from aligned_alloc, smaller ones from the stack
 
 
@@ -64,7 +66,7 @@ class Calibration:
     call_us: float = 0.3  # entering the kernel
     unroll_threshold: float = 100.0  # instructions of a loop body LLVM still unrolls fully
     spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
-    guarded_lane_divisor: int = 2  # LLVM's vectorizer on a guarded (masked) load: lanes / this
+    guarded_lane_divisor: int = 4  # LLVM's vectorizer on a guarded load that is not contiguous: lanes / this
     set_conflicts: bool = True  # model power-of-two strides crowding a few cache sets
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
     alloc_us: float = 0.2  # one heap allocation and free
@@ -202,10 +204,10 @@ class _Model:
         notes: list[str] = []
         per_lane = fp_ops + len(loads) + 1
         body = (math.ceil(vec.extent / lanes) * per_lane if vec else per_lane) + fp_scalar + int_ops
-        flat = self.fully_unrolled(loops, body, vec)
+        flat = fully_unrolled(loops, body, vec, cal.unroll_threshold)
         real = [lp for lp in loops if lp.kind != "unrolled" and lp is not vec and lp.extent > 1
                 and id(lp) not in flat]  # fmt: skip
-        auto_vec = vec is None and self.auto_vectorized(s, loads, real, store_acc)
+        auto_vec = vec is None and auto_vectorized(s, loads, real, store_acc, lanes)
         inner = real[-1].var if real else None
         # lanes codegen left serial and LLVM unrolls: index arithmetic folds into each copy's constants
         lane_serial = vec is None and loops[-1].kind == "vectorized" and id(loops[-1]) in flat
@@ -226,7 +228,11 @@ class _Model:
                 notes.append(f"vector {vec.var.name} of {vec.extent} fills {fill:.0%} of its registers")
         elif auto_vec:
             vlen, regs_per_group, mem_pieces = lanes, 1, 1
-            if guarded_load(s.value, real[-1].var):  # masked loads and blends: a fraction of the lanes
+            # a guarded load is one masked load where it is contiguous; strided, a masked gather or
+            # shuffles: a fraction of the lanes
+            var = real[-1].var
+            if any((f := affine_index(ld.buffer, ld.indices, var)) is None or f.coeff not in (0, 1)
+                   for ld in guarded_loads(s.value, var)):  # fmt: skip
                 vlen = max(1, lanes // cal.guarded_lane_divisor)
         else:
             vlen, regs_per_group, mem_pieces = 1, 1, 1
@@ -261,15 +267,15 @@ class _Model:
             if acc.buffer is s.buffer:
                 n_loads += stores
                 continue
-            per, shuf = self.vector_access(acc, vloop, mem_pieces, lanes)
+            per, shuf = vector_access(acc, vloop, mem_pieces, lanes)
             if (
                 vloop is not None
                 and shuf >= vloop.extent
                 and not self.gather_hoisted(acc, loops, vloop, real)
             ):
-                reps = self.gathers(acc, loops, vloop, real, n_exec)
+                reps = gathers(acc, loops, vloop, real, n_exec)
             else:
-                reps = self.executions(acc, loops, vloop, flat)
+                reps = executions(acc, loops, vloop, flat)
                 if auto_vec and vloop is not None:
                     reps *= vloop.extent / lanes
             n_loads += reps * per
@@ -358,78 +364,6 @@ class _Model:
         inside = loops[loops.index(real[-1]) + 1 :]
         live = math.prod(lp.extent for lp in inside if lp is not vloop and acc.depends_on(id(lp.var)))
         return live <= (self.chip.vector_registers - self.calib.reserved_registers) // 2
-
-    @staticmethod
-    def gathers(acc: Access, loops: list[For], vloop: For, real: list[For], n_exec: float) -> float:
-        """How often a gather not hoisted runs: once per vector body, but the copies that unrolled loops
-        inside the innermost real loop make of the same gather are one (GVN; seen in the assembly of a
-        dense candidate: one gather a k step for its 10 unrolled rows)."""
-        inside = loops[loops.index(real[-1]) + 1 :] if real else loops
-        same = math.prod(lp.extent for lp in inside if lp is not vloop and not acc.depends_on(id(lp.var)))
-        return n_exec / vloop.extent / same
-
-    @staticmethod
-    def executions(acc: Access, loops: list[For], vloop: For | None, flat: set[int]) -> float:
-        """How often a load of ``acc`` runs: LICM hoists it out of the innermost loops that do not move
-        it, up to the innermost real loop that does; copies in unrolled loops inside that one are CSE'd."""
-        n, hoisting = 1.0, True
-        for lp in reversed(loops):
-            if lp is vloop:
-                continue
-            dep = acc.depends_on(id(lp.var))
-            real = lp.kind != "unrolled" and id(lp) not in flat and lp.extent > 1
-            if dep or not hoisting:
-                n *= lp.extent
-            if dep and real:
-                hoisting = False
-        return n
-
-    def fully_unrolled(self, loops: list[For], body: float, vec: For | None) -> set[int]:
-        """Serial loops LLVM unrolls completely itself: innermost first, while the unrolled body stays
-        under its full-unroll threshold (constant trip counts, O3). A vectorized loop codegen could not
-        vectorize is a serial one."""
-        out: set[int] = set()
-        cost = body
-        for lp in reversed(loops):
-            if lp.kind == "unrolled" or lp is vec or lp.extent == 1:
-                cost *= lp.extent if lp.kind == "unrolled" else 1
-                continue
-            if lp.kind not in ("serial", "vectorized") or cost * lp.extent > self.calib.unroll_threshold:
-                break
-            cost *= lp.extent
-            out.add(id(lp))
-        return out
-
-    def auto_vectorized(self, s: Store, loads: list[Load], real: list[For], store_acc: Access) -> bool:
-        """LLVM's loop vectorizer takes the innermost real loop when it writes unit-stride elements, reads
-        unit-stride, invariant or interleaved ones, and is not a float reduction over that loop (it may
-        not reorder those without fast-math), and loads nothing under a condition that varies over it
-        (a guarded padding read, which it does with masked loads at a fraction of the lanes)."""
-        if not real or real[-1].extent < self.chip.lanes:
-            return False
-        var = real[-1].var
-        st = affine_index(s.buffer, s.indices, var)
-        if st is None or st.coeff != 1 or not store_acc.depends_on(id(var)):
-            return False
-        return all((f := affine_index(ld.buffer, ld.indices, var)) is not None and 0 <= f.coeff <= 2
-                   for ld in loads)  # fmt: skip
-
-    @staticmethod
-    def vector_access(acc: Access, vec: For | None, regs: int, lanes: int) -> tuple[float, float]:
-        """(load instructions, shuffles) of one read of ``acc`` per vector body."""
-        if vec is None:
-            return 1.0, 0.0
-        worst = (1.0, 0.0)
-        for idx in acc.indices:
-            f = affine_index(acc.buffer, idx, vec.var)
-            if f is None or f.coeff > 4 or f.coeff < 0:
-                cost = (float(vec.extent), 3.0 * vec.extent)  # lane by lane: index, address, insert
-            elif f.coeff == 0:
-                cost = (1.0, 1.0)  # one element broadcast
-            else:
-                cost = (float(regs * f.coeff), float(regs * (f.coeff - 1)))
-            worst = max(worst, cost)
-        return worst
 
     def chain(self, loops: list[For], vec: For | None, vloop: For | None, lanes_used: float, is_acc: bool,
               store_acc: Access, promoted: float, real: list[For], uops_per_update: float,

@@ -18,8 +18,9 @@ MATH_OPS = {"exp": 20, "log": 16, "tanh": 26, "sigmoid": 24, "erf": 30, "sqrt": 
 EXP_BASED = frozenset({"exp", "tanh", "sigmoid", "erf"})  # codegen builds these on its exp
 
 
-def guarded_load(e: Expr, var: Var) -> bool:
-    """Whether ``e`` has a select on a condition that varies over ``var`` with a load in a branch."""
+def guarded_loads(e: Expr, var: Var) -> list[Load]:
+    """The loads in a branch of a select whose condition varies over ``var``."""
+    out: list[Load] = []
     stack = [e]
     while stack:
         n = stack.pop()
@@ -28,10 +29,10 @@ def guarded_load(e: Expr, var: Var) -> bool:
             while branch:
                 b = branch.pop()
                 if isinstance(b, Load):
-                    return True
+                    out.append(b)
                 branch.extend(children(b))
         stack.extend(children(n))
-    return False
+    return out
 
 
 def count_ops(
