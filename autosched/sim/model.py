@@ -66,7 +66,9 @@ class Calibration:
     call_us: float = 0.3  # entering the kernel
     unroll_threshold: float = 100.0  # instructions of a loop body LLVM still unrolls fully
     spill_store_cycles: float = 1.8  # a spilled accumulator's store and reload, in store-port cycles
-    guarded_lane_divisor: int = 4  # LLVM's vectorizer on a guarded load that is not contiguous: lanes / this
+    # LLVM's vectorizer on a guarded load that is not contiguous (a pool's stride-2 padded taps: inserts
+    # and permutes around masked loads): lanes / this; 3 or 4 rank the pool candidates best, 2 or 6 worse
+    guarded_lane_divisor: int = 4
     set_conflicts: bool = True  # model power-of-two strides crowding a few cache sets
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
     alloc_us: float = 0.2  # one heap allocation and free
