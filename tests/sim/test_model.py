@@ -278,6 +278,39 @@ def test_a_guarded_load_vectorizes_when_contiguous_and_long_enough():
     assert per_element(64, stride=2) > 2 * long
 
 
+def _tile_per_row(inside: bool):
+    """For each row i (the innermost real loop): acc[x] = 0, then nine unrolled updates acc[x] += A[i, r, x],
+    then out[i, x] = acc[x]. ``inside``: acc is allocated in i's body, else acc[i, x] is one tile per row
+    allocated outside (the same independent chains, spelled apart)."""
+    from autosched.lower.ir import Allocate, Load, PrimFunc, Seq
+    from autosched.te.expr import Binary
+
+    i, r, x = Var("i", "int64"), Var("r", "int64"), Var("x", "int64")
+    x0, x1 = Var("x0", "int64"), Var("x1", "int64")
+    a, out = Buffer("A", (64, 9, 8), "float32"), Buffer("out", (64, 8), "float32")
+    acc = Buffer("acc", (8,) if inside else (64, 8), "float32")
+
+    def at(v: Var) -> tuple:
+        return (v,) if inside else (i, v)
+
+    update = Binary("+", Load(acc, at(x), "float32"), Load(a, (i, r, x), "float32"), "float32")
+    body = Seq((
+        For(x0, 8, "vectorized", Store(acc, at(x0), Const(0.0, "float32"))),
+        For(r, 9, "unrolled", For(x, 8, "vectorized", Store(acc, at(x), update))),
+        For(x1, 8, "vectorized", Store(out, (i, x1), Load(acc, at(x1), "float32"))),
+    ))  # fmt: skip
+    loop = For(i, 64, "serial", Allocate(acc, body) if inside else body)
+    return PrimFunc("rows", (a, out), loop if inside else Allocate(acc, loop))
+
+
+def test_a_tile_allocated_in_the_loop_carries_no_chain_across_it():
+    chains = []
+    for inside in (True, False):
+        (upd,) = [s for s in predict(_tile_per_row(inside), CHIP).stores if s.bounds["chain"] > 0]
+        chains.append(upd.bounds["chain"])
+    assert chains[0] == pytest.approx(chains[1], rel=1e-6)
+
+
 def _elementwise(fn):
     A = te.placeholder((64, 256), name="A")
     B = te.compute((64, 256), lambda i, j: fn(A[i, j]), name="B")
