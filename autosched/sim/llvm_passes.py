@@ -1,6 +1,7 @@
 """What LLVM's O3 passes do to a loop nest, as the time model assumes: which serial loops the full
-unroller takes, which loop the loop vectorizer takes (and when it leaves one alone), how often LICM
-and GVN leave a load or a gather to run, and the loads and shuffles of one vector read.
+unroller takes, which loop the loop vectorizer takes (when it leaves one alone, and the lanes it
+fills), how often LICM and GVN leave a load or a gather to run, and the loads and shuffles of one
+vector read.
 
 Example: ``flat = fully_unrolled(loops, body_instructions, vector_loop, threshold=100)``
 """
@@ -11,6 +12,7 @@ import math
 
 from ..codegen.llvm_vector import affine_index
 from ..lower.ir import For, Load, Store
+from ..te.expr import Var
 from .ops import guarded_loads
 from .reuse import Access
 
@@ -79,6 +81,16 @@ def auto_vectorized(s: Store, loads: list[Load], real: list[For], store_acc: Acc
         return False
     return all((f := affine_index(ld.buffer, ld.indices, var)) is not None and 0 <= f.coeff <= 2
                for ld in loads)  # fmt: skip
+
+
+def auto_vector_lanes(s: Store, var: Var, lanes: int, guarded_divisor: int) -> int:
+    """The lanes one vector body of an auto-vectorized loop over ``var`` fills: all of them, unless a
+    guarded load is strided (a masked gather or shuffles: ``lanes // guarded_divisor``); a contiguous
+    one is one masked load."""
+    if any((f := affine_index(ld.buffer, ld.indices, var)) is None or f.coeff not in (0, 1)
+           for ld in guarded_loads(s.value, var)):  # fmt: skip
+        return max(1, lanes // guarded_divisor)
+    return lanes
 
 
 def vector_access(acc: Access, vec: For | None, regs: int, lanes: int) -> tuple[float, float]:

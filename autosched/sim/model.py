@@ -42,8 +42,15 @@ from ..lower.stmt_visit import walk_stmts
 from ..te.expr import Binary
 from .chip import ChipSpec
 from .guards import guard_share, guard_uops
-from .llvm_passes import auto_vectorized, executions, fully_unrolled, gathers, vector_access
-from .ops import count_ops, guarded_loads
+from .llvm_passes import (
+    auto_vector_lanes,
+    auto_vectorized,
+    executions,
+    fully_unrolled,
+    gathers,
+    vector_access,
+)
+from .ops import count_ops
 from .reuse import DTYPE_BYTES, Access, accesses
 from .traffic import cache_traffic
 
@@ -231,13 +238,8 @@ class _Model:
                 fill = vec.extent / (regs_per_group * lanes)
                 notes.append(f"vector {vec.var.name} of {vec.extent} fills {fill:.0%} of its registers")
         elif auto_vec:
-            vlen, regs_per_group, mem_pieces = lanes, 1, 1
-            # a guarded load is one masked load where it is contiguous; strided, a masked gather or
-            # shuffles: a fraction of the lanes
-            var = real[-1].var
-            if any((f := affine_index(ld.buffer, ld.indices, var)) is None or f.coeff not in (0, 1)
-                   for ld in guarded_loads(s.value, var)):  # fmt: skip
-                vlen = max(1, lanes // cal.guarded_lane_divisor)
+            vlen = auto_vector_lanes(s, real[-1].var, lanes, cal.guarded_lane_divisor)
+            regs_per_group, mem_pieces = 1, 1
         else:
             vlen, regs_per_group, mem_pieces = 1, 1, 1
         groups = n_exec / vlen  # executions of the (vector) body
