@@ -54,7 +54,7 @@ from autosched.cost_model.pretrained import model_path, topi_instance
 from autosched.tune import TuneOptions, Tuner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simulator_store import host_store
+from simulator_store import CODEGEN, host_store
 from transfer_retime import retime_seed
 from transfer_table import FROM_A, MODES, RETIME, print_table, run_key, summarize, verdict
 
@@ -198,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         r.update(key=run_key(wl, target, seed, mode, args.trials), workload=wl, target=target, seed=seed,
                  mode=mode, trials=args.trials, quick=args.quick, cost_model=kw["cost_model"],
                  model=model_id(kw["cost_model"]))  # fmt: skip
+        if target.startswith("llvm"):  # the LLVM kernels' codegen (OpenCL C's has one version so far)
+            r["codegen"] = CODEGEN
         store(results, res_path, r)
     if todo:
         print(f"\nthis run: {len(todo)} B run(s) in {(time.perf_counter() - start) / 60:.1f} min")
@@ -226,6 +228,22 @@ def other_models(results: dict[str, dict[str, Any]], args: argparse.Namespace) -
         if r and r.get("cost_model", "none") != "none" and r.get("model") not in (None, now):
             out[t] = out.get(t, 0) + 1
     return out
+
+
+def codegens(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict[str, dict[int, int]]:
+    """LLVM chip B -> how many of its reported runs each codegen version's kernels ran (runs stored
+    before the version was recorded are codegen 1's)."""
+    out: dict[str, dict[int, int]] = {}
+    for r in results.values():
+        if (
+            r["target"].startswith("llvm")
+            and r["mode"] != RETIME
+            and r["target"] in args.targets
+            and (r["workload"] in args.workloads and r["seed"] in args.seeds and r["trials"] == args.trials)
+        ):
+            gens = out.setdefault(r["target"], {})
+            gens[r.get("codegen", 1)] = gens.get(r.get("codegen", 1), 0) + 1
+    return {t: dict(sorted(g.items())) for t, g in out.items()}
 
 
 def stored_modes(results: dict[str, dict[str, Any]], wl: str, target: str, seed: int, trials: int
@@ -353,6 +371,9 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace, res_pat
             print(line)
         for t, n in other_models(results, args).items():
             print(f"{t}: {n} of the guided runs ran under another model than {args.cost_model!r} is now")
+        for t, gens in codegens(results, args).items():
+            mixed = "" if list(gens) == [CODEGEN] else f": compare runs under one only (now {CODEGEN})"
+            print(f"{t}: runs by codegen version of the LLVM kernels {gens}{mixed}")
     missing = [(wl, t, s, m) for wl in args.workloads for s in args.seeds for t in args.targets
                for m in args.modes if run_key(wl, t, s, m, args.trials) not in results]  # fmt: skip
     if missing:

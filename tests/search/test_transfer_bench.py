@@ -156,3 +156,19 @@ def test_the_report_counts_the_runs_another_model_guided(tmp_path, bench, capsys
     flagged = [ln for ln in out.splitlines() if "guided runs ran under another model" in ln]
     # the llvm-cpu line names no model: it cannot tell
     assert flagged == [f"opencl: 1 of the guided runs ran under another model than {str(model)!r} is now"]
+
+
+def test_the_report_names_the_codegen_of_llvm_runs_and_flags_a_mix(tmp_path, bench, capsys):
+    fast = best_so_far([1.0] * 8)
+    hsw = "llvm-cpu -mcpu=haswell"
+    lines = [
+        {**run("matmul", hsw, 0, "scratch", fast), "cost_model": "none"},  # before runs named it: 1
+        {**run("matmul", hsw, 0, "pretrained", fast), "codegen": bench.CODEGEN},
+        {**run("matmul", "opencl", 0, "scratch", fast), "cost_model": "none"},
+    ]  # OpenCL C: not counted
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    args = ["--quick", "--out", str(tmp_path), "--workloads", "matmul", "--seeds", "0"]
+    assert bench.main([*args, "--targets", "opencl", hsw, "--report"]) == 0
+    out = [ln for ln in capsys.readouterr().out.splitlines() if "codegen version" in ln]
+    assert out == [f"{hsw}: runs by codegen version of the LLVM kernels {{1: 1, {bench.CODEGEN}: 1}}: "
+                   f"compare runs under one only (now {bench.CODEGEN})"]  # fmt: skip
