@@ -35,7 +35,9 @@ full run is done one piece (``--workloads W --seeds S``: chip A once, then both 
 modes) at a time, by one session or several sharing the results file. A run cut
 short leaves nothing stored and is redone whole. ``--report`` prints the table from whatever is
 stored and lists the pieces still missing, with the command for each. Timing on a machine shared
-with other work is meaningless: run every piece alone.
+with other work is meaningless: run every piece alone. A run on an LLVM chip B stores the codegen
+version of its kernels (``simulator_store.CODEGEN``; none stored: 1), and ``--report`` flags a table
+that mixes versions: run its rows again under one.
 """
 
 from __future__ import annotations
@@ -235,12 +237,9 @@ def codegens(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> di
     before the version was recorded are codegen 1's)."""
     out: dict[str, dict[int, int]] = {}
     for r in results.values():
-        if (
-            r["target"].startswith("llvm")
-            and r["mode"] != RETIME
-            and r["target"] in args.targets
-            and (r["workload"] in args.workloads and r["seed"] in args.seeds and r["trials"] == args.trials)
-        ):
+        reported = r["workload"] in args.workloads and r["seed"] in args.seeds and r["trials"] == args.trials
+        llvm = r["target"].startswith("llvm") and r["target"] in args.targets
+        if reported and llvm and r["mode"] != RETIME:
             gens = out.setdefault(r["target"], {})
             gens[r.get("codegen", 1)] = gens.get(r.get("codegen", 1), 0) + 1
     return {t: dict(sorted(g.items())) for t, g in out.items()}

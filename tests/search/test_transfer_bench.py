@@ -164,8 +164,8 @@ def test_the_report_names_the_codegen_of_llvm_runs_and_flags_a_mix(tmp_path, ben
     lines = [
         {**run("matmul", hsw, 0, "scratch", fast), "cost_model": "none"},  # before runs named it: 1
         {**run("matmul", hsw, 0, "pretrained", fast), "codegen": bench.CODEGEN},
-        {**run("matmul", "opencl", 0, "scratch", fast), "cost_model": "none"},
-    ]  # OpenCL C: not counted
+        {**run("matmul", "opencl", 0, "scratch", fast), "cost_model": "none"},  # OpenCL C: not counted
+    ]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     args = ["--quick", "--out", str(tmp_path), "--workloads", "matmul", "--seeds", "0"]
     assert bench.main([*args, "--targets", "opencl", hsw, "--report"]) == 0
