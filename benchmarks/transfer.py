@@ -49,6 +49,7 @@ import math
 import shlex
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -219,29 +220,31 @@ def model_id(spec: str) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12] if path and path.exists() else None
 
 
+def reported_runs(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The stored B runs the report reads: this command's workloads, chips B, seeds and trials."""
+    keys = (run_key(wl, t, s, m, args.trials) for wl in args.workloads for t in args.targets
+            for s in args.seeds for m in MODES)  # fmt: skip
+    return [results[k] for k in keys if k in results]
+
+
 def other_models(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict[str, int]:
     """Chip B -> how many of the reported runs a model guided other than ``--cost-model`` is now (lines
     stored before runs named their model cannot tell: not counted)."""
     now = model_id(args.cost_model)
-    out: dict[str, int] = {}
-    for wl, t, s, m in ((wl, t, s, m) for wl in args.workloads for t in args.targets for s in args.seeds
-                        for m in MODES):  # fmt: skip
-        r = results.get(run_key(wl, t, s, m, args.trials))
-        if r and r.get("cost_model", "none") != "none" and r.get("model") not in (None, now):
-            out[t] = out.get(t, 0) + 1
-    return out
+    out: Counter[str] = Counter()
+    for r in reported_runs(results, args):
+        if r.get("cost_model", "none") != "none" and r.get("model") not in (None, now):
+            out[r["target"]] += 1
+    return dict(out)
 
 
 def codegens(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict[str, dict[int, int]]:
     """LLVM chip B -> how many of its reported runs each codegen version's kernels ran (runs stored
     before the version was recorded are codegen 1's)."""
-    out: dict[str, dict[int, int]] = {}
-    for r in results.values():
-        reported = r["workload"] in args.workloads and r["seed"] in args.seeds and r["trials"] == args.trials
-        llvm = r["target"].startswith("llvm") and r["target"] in args.targets
-        if reported and llvm and r["mode"] != RETIME:
-            gens = out.setdefault(r["target"], {})
-            gens[r.get("codegen", 1)] = gens.get(r.get("codegen", 1), 0) + 1
+    out: dict[str, Counter[int]] = {}
+    for r in reported_runs(results, args):
+        if r["target"].startswith("llvm"):
+            out.setdefault(r["target"], Counter())[r.get("codegen", 1)] += 1
     return {t: dict(sorted(g.items())) for t, g in out.items()}
 
 
