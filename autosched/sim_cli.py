@@ -72,12 +72,14 @@ def _logged_trace(log: str, inst: Any, adapter: Any, trace: Any, how: str) -> tu
 def write_chip_file(path: str, target: str, remeasure: bool = False) -> str:
     """Measure ``target``'s facts (cached) and write them as a chip file; returns a one-line summary."""
     from .hai.chip_facts import measured_info
+    from .hai.llvm_host import sys_cache_ways
     from .hai.registry import get_adapter
     from .sim.chip import write_chip
     from .sim.from_facts import chip_from_facts
 
     adapter = get_adapter(target)
-    chip = chip_from_facts(measured_info(adapter, remeasure=remeasure), str(adapter.target))
+    ways = sys_cache_ways() if adapter.target.kind == "llvm-cpu" else None  # a local CPU's caches
+    chip = chip_from_facts(measured_info(adapter, remeasure=remeasure), str(adapter.target), ways)
     write_chip(chip, path)
     return (
         f"wrote {path}: {chip.name}, {chip.cores} cores, {chip.simd_bits}-bit, {chip.clock_ghz} GHz, "

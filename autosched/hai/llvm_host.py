@@ -111,7 +111,17 @@ def check_cpu_options(mcpu: str | None, mattr: str | None) -> None:
 
 def sys_caches() -> dict[int, int]:
     """Cache sizes in bytes by level (data or unified caches) from sysfs, where readable."""
-    out: dict[int, int] = {}
+    return {level: size for level, size, _ in _sys_cache_entries()}
+
+
+def sys_cache_ways() -> dict[int, int]:
+    """Associativity by level (data or unified caches) from sysfs, where the kernel reports it."""
+    return {level: ways for level, _, ways in _sys_cache_entries() if ways > 0}
+
+
+def _sys_cache_entries() -> list[tuple[int, int, int]]:
+    """(level, size in bytes, ways or 0) of cpu0's data and unified caches."""
+    out: list[tuple[int, int, int]] = []
     root = "/sys/devices/system/cpu/cpu0/cache"
     for entry in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         try:
@@ -125,8 +135,13 @@ def sys_caches() -> dict[int, int]:
             continue
         if kind == "Instruction":
             continue
+        try:
+            with open(f"{root}/{entry}/ways_of_associativity") as f:
+                ways = int(f.read())
+        except (OSError, ValueError):
+            ways = 0
         mult = {"K": 1024, "M": 1024 * 1024, "G": 1024**3}.get(size[-1:], 1)
-        out[level] = int(size.rstrip("KMG")) * mult
+        out.append((level, int(size.rstrip("KMG")) * mult, ways))
     return out
 
 

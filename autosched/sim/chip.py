@@ -2,9 +2,11 @@
 
 A chip file names its cores, vector width, FMA units and vector registers per core, clock, FMA latency,
 cache levels (size, line, bandwidth per core), memory bandwidth and the cost of starting a parallel
-region; a GPU-like chip (``"kind": "gpu"``) adds a ``"gpu"`` section (SMs, warp size, threads,
-registers and shared memory per SM). ``"source"`` names the public figures the numbers come from.
-Every error names the file and the field. Four chips ship in ``autosched/sim/chips/``; a shipped one
+region, and optionally load and store ports, store forwarding and what an AVX masked store costs
+(fields added later are written only when set, so older files keep their content hash). A GPU-like
+chip (``"kind": "gpu"``) adds a ``"gpu"`` section (SMs, warp size, threads, registers and shared
+memory per SM). ``"source"`` names the public figures the numbers come from.
+Every error names the file and the field. Seven chips ship in ``autosched/sim/chips/``; a shipped one
 is named by its file stem (``sim -chip=avx2-desktop``).
 
 Example::
@@ -75,6 +77,9 @@ class ChipSpec:
     store_ports: int = 1
     store_forward_cycles: int = 5  # a value stored then loaded again: the latency it adds to a chain
     single_core_memory_bandwidth_gbs: float = 0.0  # 0: the whole memory bandwidth
+    # store-unit cycles of one AVX masked store (vmaskmovps): 1 on Intel cores, about 13 on Zen 3,
+    # where it is microcoded (the max accumulator of a pool is stored so, lane by lane where it grew)
+    masked_store_cycles: float = 1.0
     gpu: GPUFacts | None = None
     path: str = ""
     sha: str = field(default="", compare=False)
@@ -101,6 +106,8 @@ class ChipSpec:
                 v = [c.__dict__.copy() for c in v]
             elif k == "features":
                 v = list(v)
+            elif k in _LATER and v == _LATER[k]:
+                continue  # unset: the content, and so the sha, of files written before it stay as they were
             out[k] = v
         if self.gpu is not None:
             out["gpu"] = self.gpu.__dict__.copy()
@@ -110,7 +117,9 @@ class ChipSpec:
 _FIELDS = ("name", "kind", "isa", "llvm_cpu", "features", "cores", "simd_bits", "fma_units",
            "vector_registers", "clock_ghz", "fma_latency_cycles", "load_ports", "store_ports",
            "store_forward_cycles", "caches", "memory_bandwidth_gbs", "single_core_memory_bandwidth_gbs",
-           "parallel_overhead_us", "source")  # fmt: skip
+           "parallel_overhead_us", "masked_store_cycles", "source")  # fmt: skip
+# optional fields added since version 1, with their defaults: written only when set
+_LATER = {"masked_store_cycles": 1.0}
 _REQUIRED = ("name", "kind", "isa", "cores", "simd_bits", "fma_units", "vector_registers", "clock_ghz",
              "fma_latency_cycles", "caches", "memory_bandwidth_gbs", "parallel_overhead_us",
              "source")  # fmt: skip
@@ -118,7 +127,8 @@ _INTS = {"cores": (1, 1 << 20), "simd_bits": (32, 1 << 16), "fma_units": (1, 64)
          "vector_registers": (1, 1 << 16), "fma_latency_cycles": (1, 1000), "load_ports": (1, 64),
          "store_ports": (1, 64), "store_forward_cycles": (0, 1000)}  # fmt: skip
 _FLOATS = {"clock_ghz": (0.01, 100.0), "memory_bandwidth_gbs": (0.01, 1e6),
-           "single_core_memory_bandwidth_gbs": (0.0, 1e6), "parallel_overhead_us": (0.0, 1e6)}  # fmt: skip
+           "single_core_memory_bandwidth_gbs": (0.0, 1e6), "parallel_overhead_us": (0.0, 1e6),
+           "masked_store_cycles": (1.0, 1000.0)}  # fmt: skip
 _GPU_INTS = ("sms", "warp_size", "max_threads_per_sm", "registers_per_sm", "shared_memory_per_sm_bytes")
 
 
@@ -273,7 +283,8 @@ def write_chip(chip: ChipSpec, path: str | Path) -> None:
 
 
 # What a core brings with it when its code runs on another machine (``-mcpu=haswell`` on a Xeon):
-# the ISA and the vector unit. Cores, clock, caches and memory stay the machine's.
+# the ISA and the vector unit. Cores, clock, caches and memory stay the machine's, and so does what a
+# masked store costs: its instruction is the ISA's, but the store unit that runs it is the machine's.
 _CORE_FIELDS = ("isa", "llvm_cpu", "features", "simd_bits", "fma_units", "vector_registers",
                 "fma_latency_cycles", "load_ports", "store_ports", "store_forward_cycles")  # fmt: skip
 

@@ -21,8 +21,9 @@ from typing import Any
 from .chip import CacheLevel, ChipSpec, parse_chip
 
 
-def chip_from_facts(info: Any, target: str) -> ChipSpec:
-    """``info``: a ChipInfo (hai.base) with measured ``peak_gflops`` and ``bandwidth_gbs``."""
+def chip_from_facts(info: Any, target: str, ways: dict[int, int] | None = None) -> ChipSpec:
+    """``info``: a ChipInfo (hai.base) with measured ``peak_gflops`` and ``bandwidth_gbs``; ``ways``:
+    the caches' associativity by level where known (sysfs), else 8, a usual value."""
     if info.kind != "cpu":
         raise ValueError(f"--chip-file writes CPU chips from measured facts; {target} is {info.kind}")
     extra = dict(info.extra or {})
@@ -35,17 +36,26 @@ def chip_from_facts(info: Any, target: str) -> ChipSpec:
     clock = round(peak_core / (lanes * 2 * fma_units), 3) if peak_core > 0 else 3.0
     l2_bw = float(extra.get("l2_bandwidth_gbs", 0.0)) / cores or clock * 32
     mem_bw = float(info.bandwidth_gbs) or 20.0
-    caches = [CacheLevel(1, info.l1_bytes or 32 * 1024, 64, round(clock * 64 * 2, 1))]
-    caches.append(CacheLevel(2, max(info.l2_bytes, caches[0].size_bytes * 2), 64, round(l2_bw, 1)))
-    if info.l3_bytes > caches[1].size_bytes:
+
+    def way(level: int, size: int) -> int:  # one that does not cut the size into whole sets is a misread
+        n = (ways or {}).get(level, 0)
+        return n if n > 0 and size % (64 * n) == 0 else 8
+
+    l1 = info.l1_bytes or 32 * 1024
+    caches = [CacheLevel(1, l1, 64, round(clock * 64 * 2, 1), ways=way(1, l1))]
+    l2 = max(info.l2_bytes, l1 * 2)
+    caches.append(CacheLevel(2, l2, 64, round(l2_bw, 1), ways=way(2, l2)))
+    if info.l3_bytes > l2:
         l3_bw = round(max(mem_bw / cores, l2_bw / 3), 1)
-        caches.append(CacheLevel(3, info.l3_bytes, 64, l3_bw, shared=True))
+        caches.append(CacheLevel(3, info.l3_bytes, 64, l3_bw, shared=True, ways=way(3, info.l3_bytes)))
+    ways_told = "read" if ways else "not reported: 8 assumed"
     how = "measured by autosched devices" if measured else "estimated (AUTOSCHED_MEASURE_CHIP=0?)"
     day = time.strftime("%Y-%m-%d", time.gmtime())
     source = (
         f"{target} on this machine, {day}: peak {peak_core:.1f} GFLOP/s a core and {mem_bw:.1f} GB/s "
         f"memory {how}; clock = peak / ({lanes} lanes x 2 x {fma_units} FMA units); caches from the "
-        f"adapter (sysfs); L2 bandwidth a core from the L2 copy probe; FMA latency 4, "
+        f"adapter (sysfs: sizes, and ways {ways_told}); L2 bandwidth a core from the L2 copy probe; "
+        f"FMA latency 4, "
         f"{32 if avx512 else 16} vector registers, 2 loads + 1 store a cycle: usual values for the ISA"
     )
     data = {

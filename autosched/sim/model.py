@@ -154,6 +154,7 @@ class _Model:
         feats = chip.features
         self.masked_store_extra = (calib.masked_store_cycles if "avx512f" in feats
                                    else calib.avx_masked_store_cycles if "avx" in feats else 0.0)  # fmt: skip
+        self.avx_masked_store = "avx" in feats and "avx512f" not in feats
 
     def visit(self, s: Stmt, loops: list[For], weight: float = 1.0, guards: tuple = ()) -> None:
         """``weight``: the share of the loops' iterations that reach ``s``; ``guards``: the conditions
@@ -304,10 +305,12 @@ class _Model:
         uops = fp + n_loads + stores + shuffles + cal.loop_uops * iters + groups * int_ops
         uops += guard_uops(guards, loops, vloop if auto_vec else None, inner, chip.lanes)
         store_cost = cal.spill_store_cycles if spilled else 1.0
+        masked = vloop is not None and is_acc and isinstance(s.value, Binary) and s.value.op in ("min", "max")
+        if masked and self.avx_masked_store:  # vmaskmovps: as slow as the chip's store unit makes it
+            store_cost = max(store_cost, chip.masked_store_cycles)
         cycles = max(fp / chip.fma_units, n_loads / chip.load_ports, stores * store_cost / chip.store_ports,
                      uops / cal.issue_width)  # fmt: skip
         per_update = uops / max(1.0, groups * regs_per_group)
-        masked = vloop is not None and is_acc and isinstance(s.value, Binary) and s.value.op in ("min", "max")
         in_regs = promoted * (1.0 if spilled else straight)  # held across real loops, or straight-line
         chain = self.chain(loops, vec, vloop, vlen / regs_per_group, is_acc, store_acc, in_regs, real,
                            per_update, notes, masked)  # fmt: skip

@@ -6,14 +6,16 @@ import json
 
 import pytest
 
+from autosched.chip import ChipInfo
 from autosched.errors import TargetError
 from autosched.sim.chip import ChipFileError, core_on_machine, load_chip, parse_chip, shipped_chips
+from autosched.sim.from_facts import chip_from_facts
 from autosched.target import parse_target
 
 
-def test_four_chips_ship_with_their_sources():
+def test_the_shipped_chips_load_with_their_sources():
     names = shipped_chips()
-    assert {"rocketlake", "avx2-desktop", "neon-server", "h100-sxm"} <= set(names)
+    assert {"rocketlake", "avx2-desktop", "neon-server", "h100-sxm", "znver5", "znver3"} <= set(names)
     for name in names:
         chip = load_chip(name)
         assert chip.source and chip.sha and chip.peak_gflops > 0
@@ -104,3 +106,31 @@ def test_a_core_on_another_machine_keeps_the_cores_isa_and_the_machines_memory()
     assert core_on_machine(core, machine).sha == chip.sha  # the same pair, the same chip
     with pytest.raises(ChipFileError, match="CPU chips"):
         core_on_machine(load_chip("h100-sxm"), machine)
+
+
+def test_a_chip_from_measured_facts_takes_the_ways_the_kernel_reports():
+    info = ChipInfo(
+        name="znver3", kind="cpu", arch="znver3", features=("avx2", "fma"), cores=2, vector_bits=256,
+        l1_bytes=32 * 1024, l2_bytes=512 * 1024, l3_bytes=32 << 20, peak_gflops=191.2, bandwidth_gbs=19.9,
+        extra={"facts": "measured", "peak_gflops_core": 95.6},
+    )  # fmt: skip
+    chip = chip_from_facts(info, "llvm-cpu", {1: 8, 2: 8, 3: 16})
+    assert [c.ways for c in chip.caches] == [8, 8, 16] and "ways read" in chip.source
+    assert chip.clock_ghz == pytest.approx(95.6 / 32, abs=1e-3)
+    unknown = chip_from_facts(info, "llvm-cpu")
+    assert [c.ways for c in unknown.caches] == [8, 8, 8] and "8 assumed" in unknown.source
+    misread = chip_from_facts(info, "llvm-cpu", {3: 12})  # 32 MiB is no whole number of 12-way sets
+    assert [c.ways for c in misread.caches] == [8, 8, 8]
+
+
+def test_the_masked_store_cost_is_optional_and_the_machines():
+    data = load_chip("znver3").to_json()
+    assert data["masked_store_cycles"] == 13.0  # measured on Zen 3: vmaskmovps is microcoded there
+    for bad in (0.5, "13", float("nan")):
+        with pytest.raises(ChipFileError, match="masked_store_cycles"):
+            parse_chip({**data, "masked_store_cycles": bad}, "z.json")
+    plain = load_chip("avx2-desktop")
+    assert plain.masked_store_cycles == 1.0
+    assert "masked_store_cycles" not in plain.to_json()  # unset: not written, so the sha is kept
+    # haswell code on a Zen 3 machine stores through Zen 3's store unit
+    assert core_on_machine(plain, load_chip("znver3")).masked_store_cycles == 13.0
