@@ -77,8 +77,8 @@ class ChipSpec:
     store_ports: int = 1
     store_forward_cycles: int = 5  # a value stored then loaded again: the latency it adds to a chain
     single_core_memory_bandwidth_gbs: float = 0.0  # 0: the whole memory bandwidth
-    # store-unit cycles of one AVX masked store (vmaskmovps): 1 on Intel cores, about 13 on Zen 3,
-    # where it is microcoded (the max accumulator of a pool is stored so, lane by lane where it grew)
+    # store-unit cycles of one AVX masked store (vmaskmovps; LLVM stores a pool's max accumulator so, the
+    # lanes that grew): unset, a plain store's 1; 13 measured on Zen 3, where it is microcoded
     masked_store_cycles: float = 1.0
     gpu: GPUFacts | None = None
     path: str = ""
