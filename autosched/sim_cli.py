@@ -78,8 +78,9 @@ def write_chip_file(path: str, target: str, remeasure: bool = False) -> str:
     from .sim.from_facts import chip_from_facts
 
     adapter = get_adapter(target)
-    ways = sys_cache_ways() if adapter.target.kind == "llvm-cpu" else None  # a local CPU's caches
-    chip = chip_from_facts(measured_info(adapter, remeasure=remeasure), str(adapter.target), ways)
+    info = measured_info(adapter, remeasure=remeasure)
+    local_cpu = info.kind == "cpu" and not (info.extra or {}).get("simulated")  # this host's caches
+    chip = chip_from_facts(info, str(adapter.target), sys_cache_ways() if local_cpu else None)
     write_chip(chip, path)
     return (
         f"wrote {path}: {chip.name}, {chip.cores} cores, {chip.simd_bits}-bit, {chip.clock_ghz} GHz, "

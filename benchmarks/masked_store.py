@@ -3,8 +3,9 @@
 LLVM stores a min or max accumulator kept in memory (a pool's, across real loops over its taps) as a
 compare and a masked store of the lanes that grew. Some cores run that store as fast as a plain one;
 Zen 3 microcodes it (2026-12-07, EPYC under KVM: 4.1-7.1 ns a masked store against 0.3-0.8 for a
-plain one over five runs, 12-21 cycles at 2.99 GHz; the chip file takes the least, 13). This times a loop of independent 256-bit stores to 16 slots, plain and masked, and the
-read-compare-store step the pool runs, compiled by LLVM for ``--cpu`` (default the host's).
+plain one over five runs, 12-21 cycles at 2.99 GHz; the chip file takes the least, 13). This times a
+loop of independent 256-bit stores to 16 slots, plain and masked, and the read-compare-store step the
+pool runs, compiled by LLVM for ``--cpu`` (default the host's).
 
     python benchmarks/masked_store.py              # ns a store; --ghz GHZ adds cycles at that clock
     python benchmarks/masked_store.py --ghz 2.987
