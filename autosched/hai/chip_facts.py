@@ -21,7 +21,8 @@ from typing import Any
 from .base import ChipInfo
 
 FACTS_VERSION = 1
-_MEASURED = ("peak_gflops", "peak_gflops_core", "bandwidth_gbs", "l2_bandwidth_gbs")
+_MEASURED = ("peak_gflops", "peak_gflops_core", "bandwidth_gbs", "l2_bandwidth_gbs", "l3_bandwidth_gbs",
+             "masked_store_ns")  # fmt: skip
 
 
 def cache_path() -> Path:
@@ -87,7 +88,8 @@ def measured_info(adapter: Any, *, measure_now: bool = True, remeasure: bool = F
     if not _valid(entry):
         return dataclasses.replace(info, extra={**info.extra, "facts": "estimated"})
     extra = {**info.extra, "facts": "measured"}
-    extra.update({k: round(float(entry[k]), 1) for k in _MEASURED[2:] if k in entry and k != "bandwidth_gbs"})
+    extra.update({k: round(float(entry[k]), 2 if k.endswith("_ns") else 1)
+                  for k in _MEASURED[2:] if k in entry and k != "bandwidth_gbs"})  # fmt: skip
     if "peak_gflops_core" in entry:
         extra["peak_gflops_core"] = round(float(entry["peak_gflops_core"]), 1)
     return dataclasses.replace(

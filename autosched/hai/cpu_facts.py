@@ -3,8 +3,10 @@
 - Peak: a register-only loop of independent vector FMAs (enough chains to cover latency x throughput),
   run on every core at once (Python threads: ctypes releases the GIL for the call).
 - Bandwidth: a copy loop (one vector load, one vector store per step) over a buffer several times the
-  last cache level (memory), and over buffers of a quarter of L2 each (cache), each core copying its own
-  slice. Bytes moved count the read and the write, as STREAM's copy does.
+  last cache level (memory), over buffers of a quarter of L2 each (L2), and of twice the L2 (L3), each
+  core copying its own slice. Bytes moved count the read and the write, as STREAM's copy does.
+- Masked store (AVX without AVX-512): a loop of independent ``vmaskmovps`` stores on one core, the time
+  of one (microcoded on some cores: a pool's max accumulator is stored so).
 
 Each figure is the best of a few runs: another process can only make a run slower, never faster.
 """
@@ -158,20 +160,98 @@ def measure_copy_gbs(adapter: Any, nbytes: int, threads: int = 1, seconds: float
     return best
 
 
+STORE_SLOTS = 16  # independent addresses: a store never waits for the one before it
+
+# One step of the store loop (``%x``, ``%y``: two vectors; ``%q``: this step's slot), by kind
+STORE_STEPS = {
+    "plain store": "%v = fadd {vec} %x, %y\n  store {vec} %v, ptr %q, align 4",
+    "masked store": (
+        "%m = fcmp olt {vec} %x, %y\n"
+        "  call void @llvm.masked.store.v{lanes}f32.p0({vec} %x, ptr %q, i32 4, <{lanes} x i1> %m)"
+    ),
+    # max(acc, x) kept in memory, as LLVM builds it: a load, a compare, a masked store of what grew
+    "max in memory": (
+        "%old = load {vec}, ptr %q, align 4\n  %m = fcmp olt {vec} %old, %x\n"
+        "  %v = select <{lanes} x i1> %m, {vec} %x, {vec} %old\n  store {vec} %v, ptr %q, align 4"
+    ),
+}
+
+
+def _store_module(step: str, lanes: int) -> str:
+    vec = f"<{lanes} x float>"
+    body = STORE_STEPS[step].format(vec=vec, lanes=lanes)
+    return f"""
+declare void @llvm.masked.store.v{lanes}f32.p0({vec}, ptr, i32, <{lanes} x i1>)
+define void @stores(ptr %p, ptr %src, i64 %n) {{
+entry:
+  %x = load {vec}, ptr %src, align 4
+  %s2 = getelementptr float, ptr %src, i64 {lanes}
+  %y = load {vec}, ptr %s2, align 4
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %loop]
+  %slot = and i64 %i, {STORE_SLOTS - 1}
+  %off = mul i64 %slot, {lanes}
+  %q = getelementptr float, ptr %p, i64 %off
+  {body}
+  %i1 = add i64 %i, 1
+  %c = icmp ult i64 %i1, %n
+  br i1 %c, label %loop, label %exit
+exit:
+  ret void
+}}"""
+
+
+def measure_store_ns(adapter: Any, step: str, n: int = 2_000_000, repeat: int = 7) -> float:
+    """ns a vector store of kind ``step`` (a key of :data:`STORE_STEPS`) takes in a loop of independent
+    stores on one core: the least of ``repeat`` runs (a slow spell of the machine costs one run)."""
+    lanes = max(4, adapter.vector_bits // 32)
+    engine, fn = _jit(
+        adapter, _store_module(step, lanes), "stores", None, *[ctypes.c_void_p] * 2, ctypes.c_int64
+    )
+    buf = np.zeros(STORE_SLOTS * lanes, np.float32)
+    src = np.random.default_rng(0).random(2 * lanes, dtype=np.float32)
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn(buf.ctypes.data, src.ctypes.data, n)
+        best = min(best, time.perf_counter() - t)
+    if not buf.any():  # the loop must really have stored, or the figure means nothing
+        raise RuntimeError(f"store probe: the {step} loop stored nothing")
+    del engine
+    return best / n * 1e9
+
+
 def _aligned(nbytes: int) -> np.ndarray:
     raw = np.empty(nbytes + 64, dtype=np.uint8)
     offset = (-raw.ctypes.data) % 64
     return raw[offset : offset + nbytes].view(np.float32)
 
 
+def l3_probe_bytes(l2_bytes: int, l3_bytes: int, cores: int) -> int:
+    """Bytes a core copies to time the L3: source and destination four times its L2 (at least twice),
+    all cores' together within a quarter of the L3 (others' lines, and a VM's share of a socket's L3);
+    0 when no size is both (no L3, or one too small to tell from the L2)."""
+    per_core = min(2 * l2_bytes, l3_bytes // (8 * max(1, cores)))
+    return per_core if 0 < l2_bytes <= per_core else 0
+
+
 def measure_cpu_facts(adapter: Any, cores: int, l2_bytes: int, l3_bytes: int) -> dict[str, float]:
-    """Measured peak (all cores and one core), memory and L2 bandwidth (all cores) of an llvm-cpu target."""
+    """Measured peak (all cores and one core), memory, L2 and L3 bandwidth (all cores) of an llvm-cpu
+    target; no L3 figure where :func:`l3_probe_bytes` finds no size to time it at."""
     # Several times the last cache level, within 64-256 MiB (a VM may report a whole socket's L3)
     dram = min(max(4 * l3_bytes, 64 << 20), 256 << 20)
-    return {
+    facts = {
         "peak_gflops": measure_peak_gflops(adapter, threads=cores),
         "peak_gflops_core": measure_peak_gflops(adapter, threads=1),
         "bandwidth_gbs": measure_copy_gbs(adapter, dram, threads=cores),
         # source and destination together fill half of each core's L2
         "l2_bandwidth_gbs": measure_copy_gbs(adapter, max(l2_bytes // 4, 32 << 10) * cores, threads=cores),
     }
+    l3 = l3_probe_bytes(l2_bytes, l3_bytes, cores)
+    if l3:
+        facts["l3_bandwidth_gbs"] = measure_copy_gbs(adapter, l3 * cores, threads=cores)
+    features = set(adapter.features)
+    if "avx" in features and "avx512f" not in features:  # vmaskmovps: AVX-512 masks its stores otherwise
+        facts["masked_store_ns"] = measure_store_ns(adapter, "masked store")
+    return facts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -121,6 +122,38 @@ def test_a_chip_from_measured_facts_takes_the_ways_the_kernel_reports():
     assert [c.ways for c in unknown.caches] == [8, 8, 8] and "8 assumed" in unknown.source
     misread = chip_from_facts(info, "llvm-cpu", {3: 12})  # 32 MiB is no whole number of 12-way sets
     assert [c.ways for c in misread.caches] == [8, 8, 8]
+
+
+def test_a_chip_from_measured_facts_takes_the_l3_bandwidth_the_probe_timed():
+    info = ChipInfo(
+        name="znver3", kind="cpu", arch="znver3", features=("avx2", "fma"), cores=2, vector_bits=256,
+        l1_bytes=32 * 1024, l2_bytes=512 * 1024, l3_bytes=32 << 20, peak_gflops=191.2, bandwidth_gbs=19.9,
+        extra={"facts": "measured", "peak_gflops_core": 95.6, "l2_bandwidth_gbs": 146.6},
+    )  # fmt: skip
+    guessed = chip_from_facts(info, "llvm-cpu")
+    assert guessed.caches[2].bandwidth_gbs == pytest.approx(146.6 / 2 / 3, abs=0.1)  # L2 / 3
+    assert "L3 bandwidth a core an estimate" in guessed.source
+    timed = chip_from_facts(replace(info, extra={**info.extra, "l3_bandwidth_gbs": 128.0}), "llvm-cpu")
+    assert timed.caches[2].bandwidth_gbs == 64.0 and "from the L3 copy probe" in timed.source  # a core's
+    assert [c.bandwidth_gbs for c in timed.caches[:2]] == [c.bandwidth_gbs for c in guessed.caches[:2]]
+
+
+def test_a_chip_from_measured_facts_takes_the_masked_store_the_probe_timed():
+    info = ChipInfo(
+        name="znver3", kind="cpu", arch="znver3", features=("avx", "avx2", "fma"), cores=2, vector_bits=256,
+        l1_bytes=32 * 1024, l2_bytes=512 * 1024, l3_bytes=32 << 20, peak_gflops=191.2, bandwidth_gbs=19.9,
+        extra={"facts": "measured", "peak_gflops_core": 95.6, "masked_store_ns": 4.35},
+    )  # fmt: skip
+    chip = chip_from_facts(info, "llvm-cpu")
+    assert (
+        chip.masked_store_cycles == 13.0 and "masked store 13 cycles (4.35 ns" in chip.source
+    )  # 4.35 ns x 2.99 GHz
+    fast = chip_from_facts(replace(info, extra={**info.extra, "masked_store_ns": 0.2}), "llvm-cpu")
+    assert fast.masked_store_cycles == 1.0  # never below a plain store's cycle
+    unprobed = chip_from_facts(
+        replace(info, extra={"facts": "measured", "peak_gflops_core": 95.6}), "llvm-cpu"
+    )
+    assert unprobed.masked_store_cycles == 1.0 and "masked_store_cycles" not in unprobed.to_json()
 
 
 def test_the_masked_store_cost_is_optional_and_the_machines():
