@@ -45,18 +45,17 @@ def chip_from_facts(info: Any, target: str, ways: dict[int, int] | None = None) 
     caches = [CacheLevel(1, l1, 64, round(clock * 64 * 2, 1), ways=way(1, l1))]
     l2 = max(info.l2_bytes, l1 * 2)
     caches.append(CacheLevel(2, l2, 64, round(l2_bw, 1), ways=way(2, l2)))
-    l3_measured = float(extra.get("l3_bandwidth_gbs", 0.0)) / cores
-    if info.l3_bytes > l2:
-        l3_bw = round(l3_measured or max(mem_bw / cores, l2_bw / 3), 1)
-        caches.append(CacheLevel(3, info.l3_bytes, 64, l3_bw, shared=True, ways=way(3, info.l3_bytes)))
-    ways_told = "read" if ways else "not reported: 8 assumed"
     l3_told = ""
     if info.l3_bytes > l2:
+        l3_measured = float(extra.get("l3_bandwidth_gbs", 0.0)) / cores
+        l3_bw = round(l3_measured or max(mem_bw / cores, l2_bw / 3), 1)
+        caches.append(CacheLevel(3, info.l3_bytes, 64, l3_bw, shared=True, ways=way(3, info.l3_bytes)))
         l3_told = (
             "L3 bandwidth a core from the L3 copy probe; " if l3_measured
             else "L3 bandwidth a core an estimate (max of memory / cores, L2 / 3: no L3 probe in the facts; "
             "facts cached before it: --remeasure); "
         )  # fmt: skip
+    ways_told = "read" if ways else "not reported: 8 assumed"
     how = "measured by autosched devices" if measured else "estimated (AUTOSCHED_MEASURE_CHIP=0?)"
     day = time.strftime("%Y-%m-%d", time.gmtime())
     source = (
@@ -66,12 +65,6 @@ def chip_from_facts(info: Any, target: str, ways: dict[int, int] | None = None) 
         f"{l3_told}FMA latency 4, "
         f"{32 if avx512 else 16} vector registers, 2 loads + 1 store a cycle: usual values for the ISA"
     )
-    masked_ns = float(extra.get("masked_store_ns", 0.0))  # AVX without AVX-512: one vmaskmovps
-    masked_cycles = float(max(1, round(masked_ns * clock)))
-    if masked_ns > 0:
-        source += (
-            f"; masked store {masked_cycles:g} cycles ({masked_ns:.2f} ns at the clock) from the store probe"
-        )
     data = {
         "name": info.name, "kind": "cpu", "isa": str(extra.get("triple", "x86_64")).split("-")[0],
         "llvm_cpu": info.arch, "features": sorted(info.features), "cores": cores,
@@ -79,7 +72,11 @@ def chip_from_facts(info: Any, target: str, ways: dict[int, int] | None = None) 
         "clock_ghz": clock, "fma_latency_cycles": 4, "caches": [c.__dict__ for c in caches],
         "memory_bandwidth_gbs": round(mem_bw, 1), "parallel_overhead_us": 0.5, "source": source,
     }  # fmt: skip
+    masked_ns = float(extra.get("masked_store_ns", 0.0))  # AVX without AVX-512: one vmaskmovps
     if masked_ns > 0:
-        data["masked_store_cycles"] = masked_cycles
+        cycles = data["masked_store_cycles"] = float(max(1, round(masked_ns * clock)))
+        data["source"] = (
+            f"{source}; masked store {cycles:g} cycles ({masked_ns:.2f} ns at the clock) from the store probe"
+        )
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
     return parse_chip(data, f"<measured {target} {digest}>")
