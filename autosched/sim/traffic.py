@@ -4,7 +4,9 @@ For each level, the deepest loop level whose tile fits the level's capacity is k
 the loop just outside it then brings in that loop's unique lines once (LRU keeps what every iteration
 touches). A buffer whose power-of-two stride crowds a few sets past their ways keeps its own tile only
 down to the deepest loop level within the ways: it evicts its own lines in those sets, not the other
-buffers' tiles, whose lines spread over all the sets. No buffer misses more lines than its loads touch.
+buffers' tiles, whose lines spread over all the sets. A set crowded a little past its ways misses only
+part of the time (replacement is not strict LRU): ``conflict_slope`` x (lines - ways) / ways of the
+reloads, the rest kept as capacity alone would keep them. No buffer misses more lines than its loads touch.
 Lines written count twice (fetched, then written back). Kernels are timed warm: a program that fits a
 level whole moves nothing from below it.
 
@@ -18,14 +20,17 @@ from .chip import ChipSpec
 from .reuse import Access, footprint_lines, set_pressure
 
 
-def _within_ways(acc: Access, loops: list[For], deepest: int, line: int, sets: int, ways: int) -> int:
-    """The deepest loop level (at most ``deepest``) whose tile of ``acc`` crowds no set past its ways."""
+def _within_ways(acc: Access, loops: list[For], deepest: int, line: int, sets: int, ways: int
+                 ) -> tuple[int, float]:  # fmt: skip
+    """The deepest loop level (at most ``deepest``) whose tile of ``acc`` crowds no set past its ways,
+    and the most lines the next level's tile maps onto one set (0 when none crowds)."""
     kept = 0
     for k in range(1, deepest + 1):
-        if set_pressure(acc, loops, k, line, sets) > ways:
-            break
+        pressure = set_pressure(acc, loops, k, line, sets)
+        if pressure > ways:
+            return kept, pressure
         kept = k
-    return kept
+    return kept, 0.0
 
 
 def cache_traffic(
@@ -40,6 +45,7 @@ def cache_traffic(
     *,
     fill: float = 0.9,
     conflicts: bool = True,
+    conflict_slope: float = 0.0,
     touches: list[tuple[float, list[For]] | None] | None = None,
 ) -> dict[str, float]:
     """Seconds per serving level (``"L2"``, ..., ``"DRAM"``); ``reloads`` gets, per serving level, the
@@ -57,13 +63,21 @@ def cache_traffic(
         total = [sum(ls[k] for ls in lines) * line for k in range(len(loops) + 1)]
         sets = max(1, cache.size_bytes // (line * cache.ways))
         fits = max((k for k in range(len(loops) + 1) if total[k] <= cap), default=0)
-        kept = [_within_ways(a, loops, fits, line, sets, cache.ways) if conflicts else fits for a in acc_list]
+        within = [_within_ways(a, loops, fits, line, sets, cache.ways) if conflicts else (fits, 0.0)
+                  for a in acc_list]  # fmt: skip
+        kept = [k for k, _ in within]
         kc = min(kept, default=fits)
         k_in = min(kc + 1, len(loops))
         traffic = 0.0
         for a_i, (ls, a) in enumerate(zip(lines, acc_list)):
             k_a = min(kept[a_i] + 1, len(loops))
             missed = ls[k_a] * n_exec / iters[k_a]
+            pressure = within[a_i][1]
+            if conflict_slope > 0 and pressure > 0:
+                # a crowded set misses only part of the time (its replacement is not strict LRU)
+                share = min(1.0, conflict_slope * (pressure - cache.ways) / cache.ways)
+                k_f = min(fits + 1, len(loops))
+                missed = share * missed + (1 - share) * ls[k_f] * n_exec / iters[k_f]
             touched = touches[a_i] if touches is not None else None
             if touched is not None:
                 runs, span = touched

@@ -104,3 +104,25 @@ def test_an_avx_masked_store_costs_what_the_chips_store_unit_makes_it():
     assert predict(_max_in_memory("max"), slow).seconds > predict(_max_in_memory("max"), avx2).seconds
     wide = dataclasses.replace(CHIP, masked_store_cycles=13.0)  # AVX-512: not vmaskmovps
     assert _compute(_max_in_memory("max"), wide) == _compute(_max_in_memory("max"), CHIP)
+
+
+def _row_broadcasts(rows: int) -> PrimFunc:
+    """For k (64, a real loop), i (``rows``), j (8 lanes): ``acc[i, j] += S[i, k]``, matmul's A: S's rows
+    are 4 KiB apart, so its ``rows`` lines of one k all map onto one set, and each line serves 16 k."""
+    k, i, j = Var("k", "int64"), Var("i", "int64"), Var("j", "int64")
+    s, acc = Buffer("S", (rows, 1024), F32), Buffer("acc", (rows, 8), F32)
+    update = Store(acc, (i, j), Binary("+", Load(acc, (i, j), F32), Load(s, (i, k), F32), F32))
+    body = For(i, rows, "serial", For(j, 8, "vectorized", update))
+    return PrimFunc("rows", (s, acc), For(k, 64, "serial", body))
+
+
+def test_a_set_crowded_past_its_ways_misses_more_the_more_it_is_crowded():
+    # 8 rows fit the 8 ways of Zen 3's L1: a line a row for all 64 k. Two rows past the ways miss
+    # part of the time (its replacement is not strict LRU: measured, 10-row matmul tiles ran as fast as
+    # 8-row ones), twice the ways miss on every k
+    chip = load_chip("znver3")
+    per_row = {rows: _l2(_row_broadcasts(rows), chip) / rows for rows in (8, 10, 12, 16)}
+    assert per_row[8] > 0
+    assert per_row[8] < per_row[10] < per_row[12] < per_row[16]
+    assert per_row[10] < 0.5 * per_row[16]
+    assert per_row[16] > 8 * per_row[8]
