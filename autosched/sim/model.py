@@ -79,7 +79,8 @@ class Calibration:
     set_conflicts: bool = True  # model power-of-two strides crowding a few cache sets
     # share of the extra reloads a crowded set misses: slope x (lines - ways) / ways, at most all. 1
     # ranks Zen 3's matmul candidates 0.656 -> 0.697 (its 10-row tiles ran as fast as 8-row ones), and
-    # dense 0.821 -> 0.843, Zen 5's within 0.005 of before; 0 reloads them all (the model before)
+    # dense 0.821 -> 0.843, Zen 5's within 0.005 of before (model 16 reloaded them all: a slope of at
+    # least the ways)
     conflict_slope: float = 1.0
     window_uops: float = 200.0  # instructions in flight: chains shorter than this overlap
     alloc_us: float = 0.2  # one heap allocation and free

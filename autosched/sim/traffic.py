@@ -45,7 +45,7 @@ def cache_traffic(
     *,
     fill: float = 0.9,
     conflicts: bool = True,
-    conflict_slope: float = 0.0,
+    conflict_slope: float = 1.0,
     touches: list[tuple[float, list[For]] | None] | None = None,
 ) -> dict[str, float]:
     """Seconds per serving level (``"L2"``, ..., ``"DRAM"``); ``reloads`` gets, per serving level, the
@@ -73,7 +73,7 @@ def cache_traffic(
             k_a = min(kept[a_i] + 1, len(loops))
             missed = ls[k_a] * n_exec / iters[k_a]
             pressure = within[a_i][1]
-            if conflict_slope > 0 and pressure > 0:
+            if pressure > 0:
                 # a crowded set misses only part of the time (its replacement is not strict LRU)
                 share = min(1.0, conflict_slope * (pressure - cache.ways) / cache.ways)
                 k_f = min(fits + 1, len(loops))
